@@ -116,6 +116,9 @@ pub struct Vlib {
     pub start_secs: f64,
     /// Seconds (clock time) of the last `clear runtime`.
     pub runtime_cleared_secs: f64,
+    /// How long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for a worker
+    /// ([`Vlib::THREAD_WAIT`] unless [`Vlib::set_thread_wait`] changed it).
+    thread_wait: Duration,
 }
 
 /// Pins the calling thread to `core`.
@@ -132,6 +135,11 @@ pub fn pin_to_core(core: usize) -> std::io::Result<()> {
 }
 
 impl Vlib {
+    /// How long the main thread waits for a worker to run a closure posted to it
+    /// ([`Vlib::on_thread`], [`Vlib::foreach_thread`]) before it stops waiting (the closure
+    /// stays queued and may run later): the default of [`Vlib::thread_wait`].
+    pub const THREAD_WAIT: Duration = Duration::from_secs(10);
+
     /// Builds the graph, the buffer pool and the threads.
     pub fn new(
         builder: GraphBuilder,
@@ -193,6 +201,7 @@ impl Vlib {
             main_jobs: Arc::new(MainQueue::default()),
             start_secs: now,
             runtime_cleared_secs: now,
+            thread_wait: Vlib::THREAD_WAIT,
         })
     }
 
@@ -245,7 +254,7 @@ impl Vlib {
                 let _ = tx.send(f(tg));
             }),
         );
-        rx.recv_timeout(Duration::from_secs(10)).ok()
+        rx.recv_timeout(self.thread_wait).ok()
     }
 
     /// Runs `f` on every thread (main first) and waits for all of them: the barrier for
@@ -268,8 +277,19 @@ impl Vlib {
             waits.push(rx);
         }
         for rx in waits {
-            let _ = rx.recv_timeout(Duration::from_secs(10));
+            let _ = rx.recv_timeout(self.thread_wait);
         }
+    }
+
+    /// How long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for each worker.
+    pub fn thread_wait(&self) -> Duration {
+        self.thread_wait
+    }
+
+    /// Sets how long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for each worker
+    /// (tests shorten it; [`Vlib::THREAD_WAIT`] by default).
+    pub fn set_thread_wait(&mut self, wait: Duration) {
+        self.thread_wait = wait;
     }
 
     /// Adds (or finds) the arc `from -> to` on every thread.

@@ -383,7 +383,8 @@ fn on(b: bool) -> &'static str {
     }
 }
 
-/// The entry node's [`node::Auto`] summed over threads.
+/// The entry node's [`node::Auto`] summed over threads: `NoAnswer` when a worker does not
+/// answer, which makes all of `show p4 program` an error (docs/p4.md, CLI).
 fn collect_auto(vm: &mut Vlib, name: &str) -> Result<node::Auto, P4Error> {
     let Some(&entry) = state(vm).progs.get(name).and_then(|p| p.nodes.first()) else {
         return Ok(node::Auto::default());

@@ -404,9 +404,10 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
 /// change's refusals). Only the merge takes the lock, so no thread's work (a table change)
 /// waits for another's.
 ///
-/// `Vlib::foreach_thread` stops waiting for a worker after 10 s (the work stays queued
-/// there and may run later): a thread that has not folded by then (or whose fold
-/// panicked) is [`P4Error::NoAnswer`], with the threads missing, not a partial result.
+/// `Vlib::foreach_thread` stops waiting for a worker after `Vlib::thread_wait`
+/// (`Vlib::THREAD_WAIT` unless set; the work stays queued there and may run later): a
+/// thread that has not folded by then (or whose fold panicked) is [`P4Error::NoAnswer`],
+/// with the threads missing, not a partial result.
 pub fn over_threads<A: Clone + Send + Sync + 'static>(
     vm: &mut Vlib,
     nodes: Vec<NodeIndex>,
@@ -436,7 +437,7 @@ pub fn over_threads<A: Clone + Send + Sync + 'static>(
     let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
     let missing: Vec<usize> = (0..vm.n_threads()).filter(|t| !a.1.contains(t)).collect();
     if !missing.is_empty() {
-        return Err(P4Error::NoAnswer(missing));
+        return Err(P4Error::NoAnswer(missing, vm.thread_wait()));
     }
     Ok(a.0.take().unwrap_or(init))
 }
@@ -444,6 +445,10 @@ pub fn over_threads<A: Clone + Send + Sync + 'static>(
 /// Applies a table change the master accepted to every node on every thread. The copies
 /// hold what the master holds (each starts as the master did and gets every change it
 /// accepted, in order), so they accept it too; a refusal is reported, the first one.
+///
+/// A thread that does not answer makes it [`P4Error::NoAnswer`] even when another thread
+/// refused: the refusal is not reported then (the threads that answered, refusing or not,
+/// are not named either).
 fn replicate(
     vm: &mut Vlib,
     nodes: Vec<NodeIndex>,

@@ -134,10 +134,11 @@ pub enum P4Error {
     )]
     Replica(String, usize, crate::table::TableError),
     /// Threads (by index, 0 the main thread) that did not run an operation on their copies
-    /// within `Vlib::foreach_thread`'s wait: a change may still reach them later (it stays
+    /// within `Vlib::foreach_thread`'s wait (the second field, `Vlib::thread_wait`,
+    /// `Vlib::THREAD_WAIT` unless set): a change may still reach them later (it stays
     /// queued) or never; a read lacks their counts.
-    #[error("thread(s) {} did not answer within 10 s: their copies may not have the change, or their counts are missing", list(.0))]
-    NoAnswer(Vec<usize>),
+    #[error("thread(s) {} did not answer within {} s: their copies may not have the change, or their counts are missing", list(.0), .1.as_secs_f64())]
+    NoAnswer(Vec<usize>, std::time::Duration),
 }
 
 fn list(v: &[usize]) -> String {

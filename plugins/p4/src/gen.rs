@@ -1204,9 +1204,17 @@ fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
 fn emit_packet(g: &mut G<'_>, p0: &Program, pre: Option<u16>) -> Result<(), String> {
     g.line("let s = &mut Self::init(inport, plen, now);");
     g.line("Self::parse(ts, sh, s, d);");
-    if !g.chain.is_empty() {
+    // A chain has an anchor (`chain_tables`).
+    if let (false, Some(a)) = (g.chain.is_empty(), g.anchor) {
         g.line("let mut c0: Option<u32> = None;");
-        g.line("let mut c0m = [Memo::default(); CHAIN];");
+        // `c0` None is the anchor's default record, so `c0m` starts as its memos: a packet
+        // that reaches a chained table without having applied the anchor (a branch around
+        // it) uses the memos `rt::chained` keeps there, not blank ones (a lookup every
+        // time). Free where the anchor is always applied first: the router's P4 node ran
+        // 9,661,920 instructions (40,000 packets, callgrind) with blank memos and with these.
+        g.line(&format!(
+            "let mut c0m = ts.tables.get({a}).map_or([Memo::default(); CHAIN], |t| t.default.memo);"
+        ));
     }
     // The first application of `pre` in `p0.ingress` is the first phase's only one (the
     // phases cut the same statements; `prelookup` found one application there). (On an
@@ -1789,6 +1797,10 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         let bodies = &src[whole..at("impl Generated for Prog")];
         assert_eq!(bodies.matches("let mut c0: Option<u32> = None;").count(), 2);
         assert_eq!(bodies.matches("c0 = id;").count(), 2);
+        // Before the anchor is applied, `c0` (None) is its default record: its memos.
+        let seed =
+            "let mut c0m = ts.tables.get(0).map_or([Memo::default(); CHAIN], |t| t.default.memo);";
+        assert_eq!(bodies.matches(seed).count(), 2);
         // The memos are read with the first table's record, which the body has in hand.
         assert_eq!(bodies.matches("c0m = e.memo;").count(), 2);
         assert_eq!(

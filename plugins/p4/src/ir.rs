@@ -412,7 +412,9 @@ impl Table {
     }
 
     /// Whether the table's index is a direct array indexed by the key (one load): exact
-    /// keys of at most `exact::DIRECT_BITS` bits in all (`exact::ExactIndex`).
+    /// keys of at most `exact::DIRECT_BITS` bits in all (`exact::Direct`, read by
+    /// `table::TableRt::lookup_direct`). Both `table::TableRt::new` and the generator
+    /// decide by it.
     pub fn direct_exact(&self) -> bool {
         !self.keys.is_empty()
             && self.keys.iter().all(|k| k.kind == MatchKind::Exact)

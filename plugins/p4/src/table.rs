@@ -95,8 +95,10 @@ pub struct Memo {
 }
 
 /// What a hit runs. The action and its first seven parameters are the first cache line
-/// (records are line-aligned), so a hit reads one line, and [`TableRt::prefetch_rec`] can
-/// start loading it; the memos fill the second line's padding (no memory of their own).
+/// (records are line-aligned), which [`TableRt::prefetch_rec`] starts loading; the eighth
+/// parameter and the memos are on the second line (the memos fill what was its padding, no
+/// memory of their own). So a hit reads one line, unless its action has eight parameters or
+/// the table is a chain's first (the generated code then reads the memos too: two lines).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub struct ActRec {
@@ -117,8 +119,11 @@ pub struct ActRec {
     pub memo: [Memo; CHAIN],
 }
 
-// Two cache lines: the memos live in what was the second line's padding.
+// Two cache lines: the action and seven parameters on the first, the memos in what was the
+// second line's padding.
 const _: () = assert!(std::mem::size_of::<ActRec>() == 128);
+const _: () = assert!(std::mem::offset_of!(ActRec, params) + 7 * 8 <= 64);
+const _: () = assert!(std::mem::offset_of!(ActRec, memo) >= 64);
 
 /// One entry (slab slot, control plane).
 #[derive(Clone, Debug, Default)]
@@ -236,7 +241,8 @@ impl TableRt {
             Index::LpmLen(Vec::new(), Epochs::new(1))
         } else if has_lpm {
             Index::Linear(Vec::new())
-        } else if crate::exact::is_direct(total) {
+        } else if t.direct_exact() {
+            // The generator's test too (`gen.rs`): one decision for both.
             Index::Direct
         } else if total <= 64 {
             Index::Exact(OpenHash::new())
@@ -729,8 +735,10 @@ impl TableRt {
         self.ver
     }
 
-    /// Memo `slot` of record `x` (`None`: the default's).
-    pub fn memo(&self, x: Option<u32>, slot: usize) -> Option<&Memo> {
+    /// Memo `slot` of record `x` (`None`: the default's): for the tests; the generated code
+    /// reads `ActRec::memo` in the record it has.
+    #[cfg(test)]
+    fn memo(&self, x: Option<u32>, slot: usize) -> Option<&Memo> {
         match x {
             Some(x) => self.recs.get(x as usize),
             None => Some(&self.default),
@@ -908,29 +916,50 @@ mod tests {
 
     #[test]
     fn direct_arrays_are_read_without_the_index_kind() {
-        for (kind, width) in [
-            (MatchKind::Exact, 9),
-            (MatchKind::Exact, 32),
-            (MatchKind::Lpm, 32),
+        let e8 = (MatchKind::Exact, 8);
+        for keys in [
+            vec![(MatchKind::Exact, 9)],
+            vec![(MatchKind::Exact, 16)],
+            vec![(MatchKind::Exact, 17)],
+            vec![(MatchKind::Exact, 32)],
+            vec![e8, e8],
+            vec![(MatchKind::Lpm, 32)],
         ] {
-            let (t, a) = table(&[(kind, width)]);
+            let (t, a) = table(&keys);
             let mut r = TableRt::new(&t, &a, true).unwrap();
-            let m = |i: u64| match kind {
-                MatchKind::Lpm => Match::Lpm(i << 8, 24),
-                _ => Match::Exact(i),
+            let lpm = keys[0].0 == MatchKind::Lpm;
+            // Entry `i`'s key: `i` in every byte key, `i` in a wider one, a /24 for lpm.
+            let key = |i: u64| match (lpm, keys.len()) {
+                (true, _) => i << 8,
+                (false, 2) => i << 8 | i,
+                _ => i,
+            };
+            // The key split over the keys.
+            let m = |i: u64| -> Vec<Match> {
+                if lpm {
+                    return vec![Match::Lpm(i << 8, 24)];
+                }
+                let mut shift = t.key_bits();
+                let mut v = Vec::new();
+                for &(_, w) in &keys {
+                    shift -= w as u32;
+                    v.push(Match::Exact(key(i) >> shift & ((1u64 << w) - 1)));
+                }
+                v
             };
             let direct = t.direct_exact();
-            assert_eq!(direct, width == 9);
-            assert_eq!(r.index_kind() == "exact direct array", direct);
+            let bits = t.key_bits();
+            assert_eq!(direct, !lpm && bits <= 16, "{keys:?}");
+            assert_eq!(r.index_kind() == "exact direct array", direct, "{keys:?}");
             for i in 0..5 {
-                r.add(&t, &a, &spec(vec![m(i)], i, 0)).unwrap();
+                r.add(&t, &a, &spec(m(i), i, 0)).unwrap();
             }
-            r.del(&[m(2)], 0).unwrap();
+            r.del(&m(2), 0).unwrap();
             for i in 0..8u64 {
-                let k = if kind == MatchKind::Lpm { i << 8 } else { i };
+                let k = key(i);
                 let want = r.lookup(k as u128);
-                assert_eq!(r.lookup64(k), want);
-                assert_eq!(want.is_some(), i < 5 && i != 2);
+                assert_eq!(r.lookup64(k), want, "{keys:?}");
+                assert_eq!(want.is_some(), i < 5 && i != 2, "{keys:?} {i}");
                 // Only a direct table answers `lookup_direct`; any other misses there.
                 assert_eq!(r.lookup_direct(k), if direct { want } else { None });
             }

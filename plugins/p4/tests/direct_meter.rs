@@ -513,16 +513,26 @@ fn workers_fold_at_the_same_time() {
     assert_eq!(vm.pool.stats().in_use, 0);
 }
 
-/// A worker that does not answer within `foreach_thread`'s wait (10 s) makes the operation
-/// an error naming it (a table change would otherwise say Ok with that worker's copy
-/// unchanged, a read would lack its counts); once it answers again, operations succeed.
+/// A worker that does not answer within `foreach_thread`'s wait (`Vlib::thread_wait`, here
+/// shortened) makes the operation an error naming it: a table change (`replicate`) would
+/// otherwise say Ok with that worker's copy unchanged, a table or counter read
+/// (`table_read`, `counter_read`) would lack its counts. Once it answers again, the change
+/// queued for it has reached it and operations succeed.
 #[test]
 fn a_worker_that_does_not_answer_is_an_error() {
     use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Duration;
     let a = common::runtime_with_workers(1);
     let (mut vm, t) = (a.vm, a.cli);
+    let src = TWO_TS.replace(
+        "control C(inout headers hdr, inout metadata meta) { apply { } }",
+        "control C(inout headers hdr, inout metadata meta) {
+    counter(2, CounterType.packets) n;
+    apply { }
+}",
+    );
     let file = std::env::temp_dir().join(format!("p4speed-stuck-{}.p4", std::process::id()));
-    std::fs::write(&file, TWO_TS).unwrap();
+    std::fs::write(&file, src).unwrap();
     let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
     std::fs::remove_file(&file).unwrap();
     r.unwrap();
@@ -530,35 +540,60 @@ fn a_worker_that_does_not_answer_is_an_error() {
         .unwrap()
         .nodes
         .clone();
+    assert_eq!(vm.thread_wait(), sluice_graph::Vlib::THREAD_WAIT);
+    vm.set_thread_wait(Duration::from_millis(200));
     let gate = Arc::new((Mutex::new(false), Condvar::new()));
     let g2 = gate.clone();
-    // The worker waits for the gate (at most 30 s), past the 10 s the fold is given.
+    // The worker waits for the gate (at most 30 s), past the 200 ms the fold is given.
     let fold = move |_: &mut (), thread: usize, _: &mut sluice_p4::node::NodeState| {
         if thread == 0 {
             return;
         }
         let (m, cv) = &*g2;
         let open = m.lock().unwrap();
-        let wait = std::time::Duration::from_secs(30);
+        let wait = Duration::from_secs(30);
         let _ = cv.wait_timeout_while(open, wait, |open| !*open).unwrap();
     };
-    let r = sluice_p4::control::over_threads(&mut vm, nodes, (), fold, |_, _| ());
+    let r = sluice_p4::control::over_threads(&mut vm, nodes.clone(), (), fold, |_, _| ());
     let e = r.expect_err("the worker did not answer");
     assert!(
-        matches!(e, sluice_p4::error::P4Error::NoAnswer(ref v) if v == &[1]),
+        matches!(e, sluice_p4::error::P4Error::NoAnswer(ref v, w)
+            if v == &[1] && w == Duration::from_millis(200)),
         "{e:?}"
     );
     assert_eq!(sluice_p4::api::retval(&e), sluice_api::Retval::SystemError);
-    assert!(
-        e.to_string().starts_with("thread(s) 1 did not answer"),
-        "{e}"
-    );
+    let stuck = "thread(s) 1 did not answer within 0.2 s";
+    assert!(e.to_string().starts_with(stuck), "{e}");
+    // While the worker is blocked, a change and the reads are errors, not Ok.
+    for c in [
+        "p4 table add d I.t fwd key 1 param 2",
+        "p4 table show d I.t",
+        "show p4 counter d n",
+        // The auto mode's frame counts, summed over the threads: all of it fails.
+        "show p4 program d",
+    ] {
+        let e = t.execute(&mut vm, c).expect_err(c).to_string();
+        assert!(e.starts_with(stuck), "{c}: {e}");
+    }
+    // The worker answers again (with the default wait, not to race a loaded machine).
+    vm.set_thread_wait(sluice_graph::Vlib::THREAD_WAIT);
     let (m, cv) = &*gate;
     *m.lock().unwrap() = true;
     cv.notify_all();
-    // The worker answers again: a table change reaches every thread.
-    let v = t.execute(&mut vm, "p4 table add d I.t fwd key 1 param 2");
-    assert_eq!(v.unwrap(), "entry 0");
+    // The change the master made while the worker was blocked reached its copy, in order.
+    let s = t.execute(&mut vm, "p4 table show d I.t").unwrap();
+    assert!(s.contains("key 0x1 -> fwd(0x2)"), "{s}");
+    let copies = sluice_p4::control::over_threads(
+        &mut vm,
+        nodes,
+        0usize,
+        |a: &mut usize, _, st: &mut sluice_p4::node::NodeState| *a += st.ts.tables[0].len(),
+        |a, b| *a += b,
+    );
+    assert_eq!(copies.unwrap(), 2, "entries in I.t's copies (main, worker)");
+    let v = t.execute(&mut vm, "p4 table add d I.t fwd key 3 param 2");
+    assert_eq!(v.unwrap(), "entry 1");
+    t.execute(&mut vm, "show p4 counter d n").unwrap();
     vm.stop_workers();
     assert_eq!(vm.pool.stats().in_use, 0);
 }

@@ -282,7 +282,7 @@ fn generated_router_next_hop_memo_follows_table_changes() {
         // The packet left `forward`'s result in the memo of the route's record.
         let rec = ts.tables[lpm].lookup64(0x1401_0203);
         assert!(rec.is_some(), "{how}: route");
-        let m = *ts.tables[lpm].memo(rec, 0).expect("memo slot");
+        let m = ts.tables[lpm].recs[rec.unwrap() as usize].memo[0];
         assert_eq!(
             (m.key, m.ver, m.id),
             (nh, ts.tables[fwd].ver(), ts.tables[fwd].lookup64(nh)),

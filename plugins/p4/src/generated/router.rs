@@ -221,7 +221,7 @@ impl Prog {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         let mut c0: Option<u32> = None;
-        let mut c0m = [Memo::default(); CHAIN];
+        let mut c0m = ts.tables.get(0).map_or([Memo::default(); CHAIN], |t| t.default.memo);
         'ingress: {
             if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
                 { // table ipv4_lpm
@@ -320,7 +320,7 @@ impl Prog {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         let mut c0: Option<u32> = None;
-        let mut c0m = [Memo::default(); CHAIN];
+        let mut c0m = ts.tables.get(0).map_or([Memo::default(); CHAIN], |t| t.default.memo);
         'ingress: {
             if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
                 { // table ipv4_lpm
