@@ -114,8 +114,8 @@ pub mod sflags {
 #[repr(C)]
 pub struct Session {
     /// Last packet (seconds, the runtime clock). Written only by [`Session::new`] and
-    /// [`Table::touch`], which keep `lru_stamp` its whole second (see
-    /// [`Table::confirm_live`]).
+    /// [`Session::record`] (for [`Table::touch`] and [`Table::hit`]), which keep
+    /// `lru_stamp` its whole second (see [`Table::confirm_live`]).
     last: f64,
     /// The checksum deltas of each flow's rewrite.
     deltas: [Deltas; 2],
@@ -200,6 +200,38 @@ impl Session {
     #[inline(always)]
     pub fn expired(&self, now: f64, t: &Timeouts) -> bool {
         now - self.last > self.class.timeout(t)
+    }
+
+    /// Flow `which` (0: inside, 1: outside) if it has the full match tuple (`side`, `t`,
+    /// `fib`): its key, its side, and the session's FIB for an inside-side flow (0 for an
+    /// outside one).
+    #[inline(always)]
+    fn flow_matches(&self, which: u8, side: Side, t: &Tuple, fib: u32) -> Option<&Flow> {
+        let f = self.flow(which);
+        let ffib = if which == 0 || f.side == Side::In {
+            self.fib
+        } else {
+            0
+        };
+        (f.key == *t && f.side == side && ffib == fib).then_some(f)
+    }
+
+    /// Records a packet of `bytes` at `now` and the timeout class it leaves the session in:
+    /// the time, the counters and, when the class changes or the LRU stamp is not this
+    /// second's, the new stamp and class. Then it returns the old class: the caller
+    /// ([`Table::touch`], [`Table::hit`]) moves the session to the tail of `class`'s LRU
+    /// list ([`Table::relink`]); so the LRU position moves at most once a second.
+    #[inline(always)]
+    fn record(&mut self, now: f64, bytes: usize, class: Class) -> Option<Class> {
+        self.last = now;
+        self.pkts += 1;
+        self.bytes += bytes as u64;
+        let (old, stamp) = (self.class, now as u32);
+        (old != class || self.lru_stamp != stamp).then(|| {
+            self.lru_stamp = stamp;
+            self.class = class;
+            old
+        })
     }
 
     /// The TCP state's name (`show nat44 sessions detail`).
@@ -407,13 +439,7 @@ impl Table {
     fn matched(&self, side: Side, t: &Tuple, fib: u32, v: u64) -> Option<(u32, u8, &Session)> {
         let (i, which) = ((v >> 1) as u32, (v & 1) as u8);
         let s = self.sessions.get(i)?;
-        let f = s.flow(which);
-        let ffib = if which == 0 || f.side == Side::In {
-            s.fib
-        } else {
-            0
-        };
-        (f.key == *t && f.side == side && ffib == fib).then_some((i, which, s))
+        s.flow_matches(which, side, t, fib).map(|_| (i, which, s))
     }
 
     /// The session and flow (0: inside, 1: outside) of table value `v` if that flow's full
@@ -422,7 +448,7 @@ impl Table {
     /// which, live))`. A session whose LRU stamp is this second's had a packet less than a
     /// second ago and is live without the timeout compare. That shortcut rests on two
     /// invariants: the stamp is the whole second of `last` (only [`Session::new`] and
-    /// [`Table::touch`] write either), and every timeout is at least a second ([`Timeouts`],
+    /// [`Session::record`], for [`Table::touch`] and [`Table::hit`], write either), and every timeout is at least a second ([`Timeouts`],
     /// checked by `ops::set_timeouts`); a debug build asserts that it agrees with the
     /// compare. It saves about 17 instructions per packet (1k sessions in2out, callgrind).
     #[inline(always)]
@@ -470,15 +496,10 @@ impl Table {
         let Some(s) = self.sessions.get_mut(i) else {
             return Hit::Miss;
         };
-        let f = s.flow(which);
-        let ffib = if which == 0 || f.side == Side::In {
-            s.fib
-        } else {
-            0
-        };
-        if !(f.key == *t && f.side == side && ffib == fib) {
+        let Some(f) = s.flow_matches(which, side, t, fib) else {
             return Hit::Miss;
-        }
+        };
+        let rw = f.rw;
         let stamp = now as u32;
         debug_assert!(
             s.lru_stamp != stamp || !s.expired(now, timeouts),
@@ -487,21 +508,14 @@ impl Table {
         if s.lru_stamp != stamp && s.expired(now, timeouts) {
             return Hit::Expired;
         }
-        let (rw, deltas) = (f.rw, s.deltas(which));
+        let deltas = s.deltas(which);
         let class = if t.proto == sluice_wire::ipv4::proto::TCP {
             tcp_update(&mut s.tcp, which == 0, tcp_flags)
         } else {
             s.class
         };
-        s.last = now;
-        s.pkts += 1;
-        s.bytes += bytes as u64;
-        let old = s.class;
-        if old != class || s.lru_stamp != stamp {
-            s.lru_stamp = stamp;
-            s.class = class;
-            self.unlink(i, old);
-            self.link_tail(i, class);
+        if let Some(old) = s.record(now, bytes, class) {
+            self.relink(i, old, class);
         }
         Hit::Live {
             i,
@@ -602,17 +616,17 @@ impl Table {
         let Some(s) = self.sessions.get_mut(i) else {
             return;
         };
-        s.last = now;
-        s.pkts += 1;
-        s.bytes += bytes as u64;
-        let old = s.class;
-        let stamp = now as u32;
-        if old != class || s.lru_stamp != stamp {
-            s.lru_stamp = stamp;
-            s.class = class;
-            self.unlink(i, old);
-            self.link_tail(i, class);
+        if let Some(old) = s.record(now, bytes, class) {
+            self.relink(i, old, class);
         }
+    }
+
+    /// Moves session `i` from its class `old`'s LRU list to the tail of `class`'s (after
+    /// [`Session::record`] asked for it).
+    #[inline(always)]
+    fn relink(&mut self, i: u32, old: Class, class: Class) {
+        self.unlink(i, old);
+        self.link_tail(i, class);
     }
 
     fn link_tail(&mut self, i: u32, c: Class) {
@@ -886,6 +900,33 @@ mod tests {
             (s.tcp_state(), s.class),
             ("established", Class::TcpEstablished)
         );
+    }
+
+    /// A hit moves its session to the tail of its class's LRU list (once a second), so
+    /// `expire` frees the other, older session first: hit the first of two sessions made in
+    /// the same second, and the second one expires first.
+    #[test]
+    fn hit_moves_the_session_to_its_lru_tail() {
+        let e = Epochs::new(1);
+        let to = Timeouts::default();
+        let mut tb = Table::new(4, 5);
+        let a = tb
+            .create(&e, session(1000, 2000, 10.0), 10.0, &to)
+            .expect("a");
+        let b = tb
+            .create(&e, session(1001, 2001, 10.0), 10.0, &to)
+            .expect("b");
+        let k = t(10, 1000, 99, 53);
+        let v = tb.keys.get(tb.digest(Side::In, &k, 0)).expect("key");
+        assert!(matches!(
+            tb.hit(Side::In, &k, 0, v, 200.0, &to, 60, 0),
+            Hit::Live { i, .. } if i == a
+        ));
+        // UDP 300 s: b (last 10 s) has expired at 310.5 s, a (last 200 s) has not. Without
+        // the move, a would still head the list and stop the walk: nothing freed.
+        assert_eq!(tb.expire(&e, 310.5, &to, 100), 1);
+        assert!(tb.get(b).is_none(), "b freed");
+        assert!(tb.get(a).is_some(), "a kept");
     }
 
     /// The session and flow of a flow key, whether expired or not.
