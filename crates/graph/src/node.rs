@@ -236,9 +236,10 @@ pub const SCRATCH_AHEAD: usize = 8;
 /// A thread's per-frame scratch, shared by its nodes one frame at a time
 /// ([`Cx::take_frame_scratch`]): the frame's buffer addresses and the next arc of each
 /// packet. One copy per thread instead of one in each node that resolves frames (the
-/// `PerPacket` loop, `ip4-lookup`, `ip6-lookup`; the ACL plugin's node still has a
-/// `FrameAddrs` of its own) keeps the nodes' footprint in the L1 cache small, and a frame handed on whole keeps its resolved addresses
-/// ([`sluice_buffer::Arena::resolve`] compares the indices instead of computing them again).
+/// `PerPacket` loop, `ip4-lookup`, `ip6-lookup`, the ACL plugin's nodes) keeps the nodes'
+/// footprint in the L1 cache small, and a frame handed on whole keeps its resolved
+/// addresses ([`sluice_buffer::Arena::resolve`] compares the indices instead of computing
+/// them again).
 pub struct FrameScratch {
     /// The frame's buffer addresses (and up to [`SCRATCH_AHEAD`] more, repeating the last
     /// packet's).

@@ -31,7 +31,8 @@
 //! - uses: input: the IP header at `current_data` and `rx_if`; output: the IP header after
 //!   the 14-byte Ethernet header the rewrite wrote, and `tx_if`; `handoff_thread` (a packet
 //!   handed here is processed here).
-//! - sets: `handoff_thread` = owner + 1 on a packet handed to its session's thread, 0 after.
+//! - sets: `handoff_thread` = owner + 1 on a packet handed to its session's thread, 0 after
+//!   and on a stateful interface's packets without a session key.
 //! - next: `error-drop` for denied packets; `pass`: the arc's next feature or its end
 //!   (`ip4-lookup`/`ip6-lookup`, or `interface-output` for the output arcs); packets of a
 //!   stateful interface owned by another thread go to this node there (handoff queue).
@@ -57,7 +58,9 @@ use rules::{Action, Classifier, Key, Rule};
 use session::{Packed4, SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Timeouts};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
-use sluice_graph::{Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE};
+use sluice_graph::{
+    Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE, SCRATCH_AHEAD,
+};
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::feature::{FeatureDef, FeatureNext};
 use sluice_vnet::plugin::{Plugin, RegisterError, Registrar};
@@ -510,13 +513,13 @@ impl AclNodeParts {
 /// How many packets ahead the node prefetches.
 const AHEAD: usize = 2;
 
-/// A frame's tallies on stateless interfaces: the `permit` packets, counted once per frame,
-/// and the run of packets the same rule of the current list matched, whose hit count is
-/// added once per run.
+/// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
+/// the run of packets the same rule of the current list matched, whose hit count is added
+/// once per run.
 #[derive(Default)]
 struct Tally {
     permit: u64,
-    /// Packets admitted by a session ([`AclNode::hit4`]), counted once per frame.
+    /// Packets admitted by a session ([`AclNode::hit4`] or [`AclNode::one`]).
     session_hit: u64,
     /// (rule index in the list, packets).
     run: (u32, u64),
@@ -559,6 +562,16 @@ struct IfCtx<'a> {
     list: Option<&'a IfList>,
     stateful: bool,
     pass: Next,
+}
+
+/// Whether [`AclNode::hit4`] looked a packet's session up before [`AclNode::one`].
+#[derive(Clone, Copy)]
+enum Probed {
+    /// No: `one` hands it off and looks it up itself.
+    No,
+    /// On the session's owner thread (`handoff_thread` cleared): no live session
+    /// (`live == false`) or one that does not admit the packet in this direction.
+    Yes { live: bool },
 }
 
 /// Per-frame context.
@@ -635,12 +648,14 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         pass
     }
 
-    /// A TCP or UDP packet of a stateful IPv4 interface (below 2^23) that its session
-    /// admits in this direction, its session key read straight from the header
-    /// ([`Packed4`]); `None` for anything else (no session, an IP header with options, a
-    /// fragment, a one-armed flow, another protocol), which [`AclNode::one`] takes from
-    /// the start: this only shortcuts the case `one` would end in a session hit or a TCP
-    /// window drop, with the same outcome.
+    /// A TCP or UDP packet of a stateful IPv4 interface (below 2^23), its session key read
+    /// straight from the header ([`Packed4`]): handed to its owner thread, or admitted by
+    /// its session in this direction (or dropped by its TCP checks). `Err` for the rest,
+    /// which [`AclNode::one`] takes: [`Probed::No`] for packets this does not take (an IP
+    /// header with options, a fragment, another protocol, a TCP header shorter than the
+    /// 14 bytes [`key_of`] reads: no session key, no handoff), [`Probed::Yes`] for a
+    /// session miss or a one-armed flow, whose lookup `one` does not repeat. This only
+    /// shortcuts what `one` would do, with the same outcome.
     #[inline(always)]
     fn hit4(
         &self,
@@ -649,13 +664,24 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         ic: &IfCtx,
         b: &mut Buffer<'_>,
         tally: &mut Tally,
-    ) -> Option<Verdict> {
+    ) -> Result<Verdict, Probed> {
         let off = if OUT { 14 } else { 0 };
-        let h = *b.data().get(off..)?.first_chunk::<24>()?;
+        let Some(h) = b
+            .data()
+            .get(off..)
+            .and_then(|d| d.first_chunk::<24>())
+            .copied()
+        else {
+            return Err(Probed::No);
+        };
         // Version 4 without options, offset 0 (first fragment or none), TCP or UDP.
         let proto = h[9];
         if h[0] != 0x45 || h[6] & 0x1f != 0 || h[7] != 0 || (proto != 6 && proto != 17) {
-            return None;
+            return Err(Probed::No);
+        }
+        // TCP with fewer than the 14 header bytes `key_of` reads has no session key.
+        if proto == 6 && b.data().len() < off + 20 + 14 {
+            return Err(Probed::No);
         }
         let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
         let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
@@ -664,38 +690,40 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             let owner = 1 + (p.owner_hash() % fc.owners as u64) as usize;
             if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
                 b.hdr.handoff_thread = (owner + 1) as u16;
-                return Some(Verdict::Handoff(owner));
+                return Ok(Verdict::Handoff(owner));
             }
         }
-        let s = fc.t.sessions.lookup4(p.pk, fc.now, &fc.cur.timeouts)?;
+        b.hdr.handoff_thread = 0;
+        let Some(s) = fc.t.sessions.lookup4(p.pk, fc.now, &fc.cur.timeouts) else {
+            return Err(Probed::Yes { live: false });
+        };
         let from_init = p.src_lo == s.init_lo;
         // The initiator in the creating direction, the responder in the other.
         if (s.out == OUT) != from_init {
-            return None;
+            return Err(Probed::Yes { live: true });
         }
         let mut flags = 0;
         if proto == 6 {
-            // A truncated TCP header: `one` drops it as `malformed`.
-            let g = b.data().get(off..).and_then(|d| tcp_seg(d, false))?;
-            b.hdr.handoff_thread = 0;
+            // A truncated TCP header: dropped as `one` drops it.
+            let Some(g) = b.data().get(off..).and_then(|d| tcp_seg(d, false)) else {
+                return Ok(Self::drop_pkt(cx, b, AclCounter::Malformed));
+            };
             flags = g.flags;
             match s.tcp_check(from_init, &g) {
                 Ok(()) => {}
                 Err(TcpReject::OutOfWindow) => {
-                    return Some(Self::drop_pkt(cx, b, AclCounter::TcpOutOfWindow))
+                    return Ok(Self::drop_pkt(cx, b, AclCounter::TcpOutOfWindow))
                 }
-                Err(TcpReject::BadRst) => {
-                    return Some(Self::drop_pkt(cx, b, AclCounter::TcpBadRst))
-                }
+                Err(TcpReject::BadRst) => return Ok(Self::drop_pkt(cx, b, AclCounter::TcpBadRst)),
             }
         }
-        b.hdr.handoff_thread = 0;
         s.touch(from_init, flags, fc.now);
         tally.session_hit += 1;
-        Some(Verdict::Next(ic.pass))
+        Ok(Verdict::Next(ic.pass))
     }
 
-    /// A packet of a stateful interface: its session first, then the rules.
+    /// A packet of a stateful interface: its session first (unless [`AclNode::hit4`] looked
+    /// it up: `probed`), then the rules.
     #[inline(always)]
     fn one(
         &self,
@@ -704,6 +732,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         ic: &IfCtx,
         b: &mut Buffer<'_>,
         tally: &mut Tally,
+        probed: Probed,
     ) -> Verdict {
         let (sw_if, off) = (ic.sw_if, if OUT { 14 } else { 0 });
         let cur = fc.cur;
@@ -724,7 +753,15 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             ),
         };
         if let Some((key, src_lo)) = found {
-            if fc.owners > 0 {
+            // A live session the packet does not belong to (a one-armed flow's reply on
+            // the creating side) keeps its key: the packet meets the rules, and a
+            // permit+reflect rule admits it without a second session.
+            let mut live = false;
+            if let Probed::Yes { live: l } = probed {
+                // `hit4` looked this key up on its owner thread: a miss or a one-armed
+                // flow's packet (not an ICMP error: `hit4` takes TCP and UDP only).
+                live = l;
+            } else if fc.owners > 0 {
                 let owner = 1 + (key.owner_hash() % fc.owners as u64) as usize;
                 if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
                     b.hdr.handoff_thread = (owner + 1) as u16;
@@ -732,11 +769,11 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 }
             }
             b.hdr.handoff_thread = 0;
-            // A live session the packet does not belong to (a one-armed flow's reply on
-            // the creating side) keeps its key: the packet meets the rules, and a
-            // permit+reflect rule admits it without a second session.
-            let mut live = false;
-            if let Some(s) = fc.t.sessions.lookup(&key, fc.now, &cur.timeouts) {
+            let s = match probed {
+                Probed::No => fc.t.sessions.lookup(&key, fc.now, &cur.timeouts),
+                Probed::Yes { .. } => None,
+            };
+            if let Some(s) = s {
                 live = true;
                 let from_init = src_lo == s.init_lo;
                 // The initiator in the creating direction, the responder in the other.
@@ -769,6 +806,10 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             if !err && !live {
                 sk = Some((key, src_lo));
             }
+        } else {
+            // No session key (no handoff): one handed here with it, by `hit4` or an
+            // earlier node, leaves without it.
+            b.hdr.handoff_thread = 0;
         }
         let Some(list) = list else {
             // A stateful interface without a list in this direction.
@@ -849,9 +890,10 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
                 .resize_with(n_threads, || Vec::with_capacity(FRAME_SIZE));
         }
         // The thread's frame scratch: a frame ip4-input handed on whole is resolved there
-        // already (`Arena::resolve` keeps it).
+        // already (`Arena::resolve` keeps it), and resolved with `SCRATCH_AHEAD` as every
+        // node asks, so the next node keeps the one this node hands on whole.
         let mut sc = cx.take_frame_scratch();
-        arena.resolve(frame, AHEAD, &mut sc.addrs);
+        arena.resolve(frame, SCRATCH_AHEAD, &mut sc.addrs);
         let mut guard = lock(slot);
         let cur = guard.compiled.clone();
         let mut fc = Fc {
@@ -880,13 +922,13 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             };
             let v = if c.stateful {
                 let hit = if V6 || c.sw_if >> 23 != 0 {
-                    None
+                    Err(Probed::No)
                 } else {
                     self.hit4(cx, &mut fc, c, &mut b, &mut tally)
                 };
                 match hit {
-                    Some(v) => v,
-                    None => self.one(cx, &mut fc, c, &mut b, &mut tally),
+                    Ok(v) => v,
+                    Err(p) => self.one(cx, &mut fc, c, &mut b, &mut tally, p),
                 }
             } else if let Some(list) = c.list {
                 Verdict::Next(self.stateless(cx, list, c.pass, &mut b, &mut tally, &mut fc.t.hits))
@@ -1953,11 +1995,6 @@ mod tests {
         t.assert_no_leaks();
     }
 
-    /// Per-rule hit counts of a frame whose runs of equal rule hits cross interfaces whose
-    /// lists number the same rule differently (the node adds each run once, and must close
-    /// it when the interface changes), over two frames; a stateful interface (pg2, its
-    /// own hit per packet) between stateless runs: the run before it is added with its own
-    /// list, none is added twice.
     /// The session-hit shortcut (`hit4`) admits only the initiator's packets in the
     /// creating direction: the reversed tuple on the same side (one-armed) and untracked
     /// flows meet the rules; a packet with IP options takes the general path to the same
@@ -2006,6 +2043,11 @@ mod tests {
         t.assert_no_leaks();
     }
 
+    /// Per-rule hit counts of a frame whose runs of equal rule hits cross interfaces whose
+    /// lists number the same rule differently (the node adds each run once, and must close
+    /// it when the interface changes), over two frames; a stateful interface (pg2, whose
+    /// rule hits join the runs too and whose session hits add none) between stateless
+    /// runs: the run before it is added with its own list, none is added twice.
     #[test]
     fn hit_counts_follow_runs_across_interfaces_and_frames() {
         use sluice_vnet::testing::pkt;
@@ -2141,6 +2183,51 @@ mod tests {
         ]);
         h.vm.stop_workers();
         assert_eq!(h.arc("ip4-lookup").len() as u64, took);
+        h.assert_no_leaks();
+    }
+
+    /// A TCP packet with 4 to 13 header bytes has ports but no session key (`key_of` reads
+    /// 14 bytes): on thread 0 of a stateful interface it is not handed to a session owner
+    /// (`hit4` once did, and the owner let it leave with `handoff_thread` set, which NAT44
+    /// and the output ACL take for "on its owner already"), and one that arrives with
+    /// `handoff_thread` set leaves without it.
+    #[test]
+    fn a_short_tcp_header_is_not_handed_off() {
+        use sluice_graph::testing::Harness;
+        use sluice_vnet::plugin::PluginEntry;
+        use sluice_vnet::testing::configured;
+        let entry = PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let (mut vm, _cli) = configured(
+            &[entry],
+            1,
+            1024,
+            &[
+                "create packet-generator interface pg0",
+                "set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0",
+                "set acl-plugin interface pg0 input acl 0",
+            ],
+        );
+        let pg0 = vm.ext_mut::<Interfaces>().find("pg0").expect("pg0").0;
+        let mut h = Harness::new(vm, "acl-plugin-in-ip4-fa");
+        // Ports 1024 -> 80 and a sequence number: 8 of TCP's 20 header bytes.
+        let short = ip_with(false, 6, &[4, 0, 0, 80, 0, 0, 0, 1]);
+        // `handoff_thread` 0 (from ip4-input), then 1 (as if handed to thread 0).
+        let bufs = [0u16, 1].map(|t| {
+            h.packet(&short, |m| {
+                m.rx_if = pg0;
+                m.handoff_thread = t;
+            })
+        });
+        h.inject(&bufs);
+        h.vm.stop_workers();
+        assert_eq!(h.counter("handoff"), 0);
+        let out = h.arc("ip4-lookup");
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|c| c.hdr.handoff_thread == 0));
+        h.assert_counters(&[("permit", 2)]);
         h.assert_no_leaks();
     }
 
