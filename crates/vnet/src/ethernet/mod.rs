@@ -8,7 +8,6 @@ pub mod node;
 pub(crate) use node::register;
 pub use node::{EthernetInput, NAME as ETHERNET_INPUT};
 
-use sluice_buffer::HeadLen;
 use sluice_wire::ethernet::HEADER_LEN;
 
 /// An adjacency's Ethernet header after two zero bytes, for one 16-byte store at two bytes
@@ -21,9 +20,12 @@ pub(crate) fn eth_wide(rewrite: &[u8; HEADER_LEN]) -> [u8; 16] {
     e
 }
 
-/// The packet lengths a rewrite's fast path takes (a window of `N` bytes once the Ethernet
-/// header is pushed): a whole L3 header up to the adjacency's MTU, 0 meaning none (up to
-/// the most a `u16` length allows). Built once per adjacency.
-pub(crate) fn fast_len<const N: usize>(mtu: u16) -> HeadLen<HEADER_LEN, N> {
-    HeadLen::up_to(if mtu == 0 { usize::MAX } else { mtu as usize })
+/// An adjacency's MTU as the most bytes a packet may have, 0 (none) as `usize::MAX`: the
+/// bound of the rewrite nodes' fast path (`HeadLen::up_to`) and of their checked path.
+pub(crate) fn mtu_limit(mtu: u16) -> usize {
+    if mtu == 0 {
+        usize::MAX
+    } else {
+        mtu as usize
+    }
 }

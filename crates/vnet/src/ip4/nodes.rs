@@ -7,7 +7,7 @@
 
 use super::{CtlSlot, Ip4Shared};
 use crate::arp::arp_request;
-use crate::ethernet::{eth_wide, fast_len};
+use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
@@ -452,16 +452,13 @@ const REWRITE_WINDOW: usize = ETH_HEADER_LEN + MIN_HEADER_LEN;
 impl Ip4Rewrite {
     fn load(&self, index: u32) -> RewriteCache {
         let a: Adj = self.shared.adj.get(index);
+        let mtu = mtu_limit(a.mtu);
         RewriteCache {
             index,
             eth: eth_wide(&a.rewrite),
             tx_if: a.tx_if,
-            mtu: if a.mtu == 0 {
-                usize::MAX
-            } else {
-                a.mtu as usize
-            },
-            fast_len: fast_len(a.mtu),
+            mtu,
+            fast_len: HeadLen::up_to(mtu),
             next: if self.out_any {
                 self.shared
                     .features

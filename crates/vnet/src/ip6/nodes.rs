@@ -5,7 +5,7 @@
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{solicited_node, CtlSlot, Ip6Shared};
-use crate::ethernet::{eth_wide, fast_len};
+use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
@@ -473,7 +473,7 @@ impl Ip6Rewrite {
         let a = self.shared.adj.get(ai);
         self.cached = (ai, a);
         self.cached_eth = eth_wide(&a.rewrite);
-        self.cached_len = fast_len(a.mtu);
+        self.cached_len = HeadLen::up_to(mtu_limit(a.mtu));
         self.cached_out = if self.out_any {
             self.shared
                 .v4
