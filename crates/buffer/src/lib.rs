@@ -13,6 +13,14 @@
 mod header;
 mod pool;
 
+// The header windows ([`Buffer::prepend_head_wide`], `Buffer::start`) take their start
+// through `u32` and add the window's length in `usize`: a short headroom wraps the start
+// to near 2^32, which a 64-bit `usize` holds with room to spare, so the end lands past any
+// buffer and the one bound check refuses it. With a 32-bit `usize` that addition would
+// overflow (a panic in debug builds, on packet input): such targets are not supported.
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("sluice-buffer needs a 64-bit usize (its header windows compute through u32)");
+
 pub use header::{flags, BufIdx, BufferHeader, IfIndex, IpMeta, L2Meta};
 pub use pool::{
     Arena, Backing, BufferCache, BufferPool, FrameAddrs, PageSize, PoolConfig, PoolError,
@@ -123,9 +131,9 @@ impl<'a> Buffer<'a> {
 
     /// [`Buffer::prepend_head_in`] with the window widened by `L` bytes of headroom in front
     /// of the `P` pushed ones (`W = L + N` bytes in all; the headroom must hold `L + P`): a
-    /// header written with one wider store, the `L` bytes in front left as anything (an
-    /// Ethernet header in one 16-byte store, `L` = 2). The packet starts at `L` in the
-    /// window.
+    /// header written with one wider store, the `L` bytes in front overwritten with whatever
+    /// the caller stores there (an Ethernet header in one 16-byte store, `L` = 2). The
+    /// packet starts at `L` in the window.
     #[inline(always)]
     pub fn prepend_head_wide<const L: usize, const P: usize, const N: usize, const W: usize>(
         &mut self,

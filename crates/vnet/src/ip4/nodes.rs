@@ -7,6 +7,7 @@
 
 use super::{CtlSlot, Ip4Shared};
 use crate::arp::arp_request;
+use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
@@ -411,7 +412,7 @@ fn flow_hash(ip: &[u8]) -> u32 {
 ///
 /// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (TTL kept).
 /// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom (the fast path
-///   as one 16-byte store: the two headroom bytes in front of it left as anything); on
+///   as one 16-byte store: the two headroom bytes in front of it overwritten (zeros)); on
 ///   errors `feature_meta[0..2]` for `ip4-icmp-error`.
 /// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
 ///   interface's `ip4-output` arc; `ip4-icmp-error` (2) for TTL expiry and DF packets over
@@ -433,8 +434,8 @@ pub struct Ip4Rewrite {
 /// What `ip4-rewrite` needs of the last adjacency, in the form the per-packet code uses.
 struct RewriteCache {
     index: u32,
-    /// The Ethernet header after two bytes of anything: written as one 16-byte store
-    /// (`Buffer::prepend_head_wide`), the two bytes landing in the headroom.
+    /// The Ethernet header after two zero bytes: written as one 16-byte store
+    /// (`Buffer::prepend_head_wide`), the two zeros landing in the headroom.
     eth: [u8; 16],
     tx_if: u32,
     /// The MTU, `usize::MAX` for none (0).
@@ -448,22 +449,10 @@ struct RewriteCache {
 /// `ip4-rewrite`'s fast-path window: the Ethernet header pushed and the IPv4 header behind.
 const REWRITE_WINDOW: usize = ETH_HEADER_LEN + MIN_HEADER_LEN;
 
-/// An adjacency's Ethernet header after two bytes of anything, for one 16-byte store at two
-/// bytes before the packet start (`Buffer::prepend_head_wide`): the rewrite nodes' fast path.
-pub(crate) fn eth_wide(rewrite: &[u8; ETH_HEADER_LEN]) -> [u8; 16] {
-    let mut e = [0; 16];
-    e[2..].copy_from_slice(rewrite);
-    e
-}
-
 impl Ip4Rewrite {
     fn load(&self, index: u32) -> RewriteCache {
         let a: Adj = self.shared.adj.get(index);
-        let mtu = if a.mtu == 0 {
-            usize::MAX
-        } else {
-            a.mtu as usize
-        };
+        let mtu = mtu_limit(a.mtu);
         RewriteCache {
             index,
             eth: eth_wide(&a.rewrite),

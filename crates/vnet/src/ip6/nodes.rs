@@ -5,6 +5,7 @@
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{solicited_node, CtlSlot, Ip6Shared};
+use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
@@ -409,7 +410,7 @@ fn flow_hash(ip: &[u8]) -> u32 {
 /// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (hop limit
 ///   kept).
 /// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom (the fast path
-///   as one 16-byte store: the two headroom bytes in front of it left as anything); on
+///   as one 16-byte store: the two headroom bytes in front of it overwritten (zeros)); on
 ///   errors `feature_meta[0..2]` for `ip6-icmp-error`.
 /// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
 ///   interface's `ip6-output` arc; `ip6-icmp-error` (2) for hop-limit expiry and packets over
@@ -431,8 +432,8 @@ pub struct Ip6Rewrite {
     // The lengths the fast path takes for the cached adjacency: a whole IPv6 header to its
     // MTU (one compare; none: 0, to the most a `u16` length allows).
     cached_len: HeadLen<ETH_HEADER_LEN, REWRITE_WINDOW>,
-    // The cached adjacency's Ethernet header after two bytes of anything, for one 16-byte
-    // store (`crate::ip4::nodes::eth_wide`).
+    // The cached adjacency's Ethernet header after two zero bytes, for one 16-byte store
+    // (`crate::ethernet::eth_wide`).
     cached_eth: [u8; 16],
 }
 
@@ -471,12 +472,8 @@ impl Ip6Rewrite {
     fn load(&mut self, ai: u32) {
         let a = self.shared.adj.get(ai);
         self.cached = (ai, a);
-        self.cached_eth = crate::ip4::nodes::eth_wide(&a.rewrite);
-        self.cached_len = HeadLen::up_to(if a.mtu == 0 {
-            usize::MAX
-        } else {
-            a.mtu as usize
-        });
+        self.cached_eth = eth_wide(&a.rewrite);
+        self.cached_len = HeadLen::up_to(mtu_limit(a.mtu));
         self.cached_out = if self.out_any {
             self.shared
                 .v4

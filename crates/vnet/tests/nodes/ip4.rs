@@ -232,38 +232,116 @@ fn rewrite_keeps_the_ttl_of_a_locally_originated_packet() {
     t.assert_no_leaks();
 }
 
+/// What [`marked_packet`] puts in a packet's headroom.
+pub const MARK: u8 = 0xaa;
+
+/// [`packet_with_headroom`] with its `room` headroom bytes all [`MARK`].
+pub fn marked_packet(
+    t: &mut NodeTest,
+    bytes: &[u8],
+    room: usize,
+    meta: impl FnOnce(&mut sluice_buffer::BufferHeader),
+) -> BufIdx {
+    let b = packet_with_headroom(t, bytes, room, meta);
+    // SAFETY: just allocated by the harness and not injected yet: one view.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.push_front(room).expect("the headroom").fill(MARK);
+    assert!(v.advance(room));
+    b
+}
+
+/// The `room` headroom bytes of [`marked_packet`] `b` once the graph has run (and freed it).
+pub fn headroom_after(t: &NodeTest, b: BufIdx, room: usize) -> Vec<u8> {
+    let (base, len) = t.vm.pool.region();
+    let off = t.vm.pool.data_offset(b).expect("in the pool");
+    assert!(off + room <= len);
+    // SAFETY: `b`'s headroom, inside the pool's data region (mapped while the pool lives).
+    // The graph has drained: nothing runs and no view of `b` exists while it is read (read
+    // raw: `b` is free by now, so a view would be refused).
+    unsafe { std::slice::from_raw_parts(base.add(off), room) }.to_vec()
+}
+
+/// The bytes 17, 16, 15 and 14 in front of where [`marked_packet`] `b` (headroom `room`)
+/// started, once the graph has run (`None`: before the buffer). A rewrite's fast path (one
+/// 16-byte store) leaves `[MARK, 0, 0, 2]`: two zeros, then the Ethernet header from its
+/// destination MAC (02:...); its checked path (14 bytes) `[MARK, MARK, MARK, 2]`. 17 in
+/// front is a canary: nothing writes it.
+pub fn in_front(t: &NodeTest, b: BufIdx, room: usize) -> [Option<u8>; 4] {
+    let h = headroom_after(t, b, room);
+    std::array::from_fn(|i| room.checked_sub(17 - i).map(|j| h[j]))
+}
+
+/// After the fast path, [`in_front`] a packet with `room` bytes of headroom.
+pub fn fast(room: usize) -> [Option<u8>; 4] {
+    let mut f = [Some(MARK), Some(0), Some(0), Some(2)];
+    f[..17usize.saturating_sub(room)].fill(None);
+    f
+}
+
+/// After the checked path, [`in_front`] a packet with `room` bytes of headroom.
+pub fn checked(room: usize) -> [Option<u8>; 4] {
+    let mut f = [Some(MARK), Some(MARK), Some(MARK), Some(2)];
+    f[..17usize.saturating_sub(room)].fill(None);
+    f
+}
+
 /// Fewer than 14 bytes before the IPv4 header: no room for the Ethernet header, a counted
-/// drop; exactly 14 is enough.
+/// drop, nothing written. 14 and 15 take the checked path (14 bytes written), 16 and more
+/// the fast path (16 bytes: two zeros in front of the Ethernet header; at 16 they are the
+/// first bytes of the buffer); nothing is written 17 bytes in front.
 #[test]
 fn rewrite_drops_a_packet_without_room_for_the_l2_header() {
     let (mut t, sw) = rewrite_setup();
     let p = udp4_l3("10.0.0.5", "10.0.1.2");
-    let bufs = [
-        packet_with_headroom(&mut t, &p, 13, |h| h.rx_if = sw),
-        packet_with_headroom(&mut t, &p, 14, |h| h.rx_if = sw),
-    ];
+    let rooms = [13, 14, 15, 16, 17];
+    let bufs: Vec<BufIdx> = rooms
+        .iter()
+        .map(|&r| marked_packet(&mut t, &p, r, |h| h.rx_if = sw))
+        .collect();
     t.inject_at("ip4-lookup", &bufs);
     let out = t.arc("interface-output");
-    assert_eq!(out.len(), 1);
-    assert_eq!(out[0].index, bufs[1]);
-    assert_eq!(out[0].data[14 + 8], p[8] - 1);
+    assert_eq!(out.iter().map(|o| o.index).collect::<Vec<_>>(), bufs[1..]);
+    for o in &out {
+        assert_eq!(&o.data[0..6], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(&o.data[6..14], &[2, 0, 0, 0, 0, 1, 0x08, 0x00]);
+        assert_eq!(o.data[14 + 8], p[8] - 1, "TTL decremented");
+        assert_eq!(checksum::sum(&o.data[14..34]), 0xffff);
+        assert_eq!(o.data[14 + 12..], p[12..]);
+    }
+    assert_eq!(
+        headroom_after(&t, bufs[0], 13),
+        [MARK; 13],
+        "nothing written"
+    );
+    let got: Vec<_> = rooms[1..]
+        .iter()
+        .zip(&bufs[1..])
+        .map(|(&r, &b)| in_front(&t, b, r))
+        .collect();
+    assert_eq!(got, [checked(14), checked(15), fast(16), fast(17)]);
     assert_eq!(t.drops(), [("ip4-rewrite".to_string(), "no_headroom")]);
     t.assert_counters(&[("no_headroom", 1)]);
     t.assert_no_leaks();
 }
 
-/// The fast path's length bound is the MTU: a packet of exactly the MTU goes out, one byte
-/// more is over it (no DF: dropped).
+/// The fast path's length bound is the MTU: a packet of exactly the MTU goes out by the
+/// fast path, one byte more is over it (no DF: dropped, nothing written in front).
 #[test]
 fn rewrite_takes_a_packet_of_exactly_the_mtu() {
     let (mut t, sw) = rewrite_setup();
     let at = pkt("UDP: 10.0.0.5 -> 10.0.1.2\nUDP: 1 -> 2\nincrementing 972");
     let over = pkt("UDP: 10.0.0.5 -> 10.0.1.2\nUDP: 1 -> 2\nincrementing 973");
     assert_eq!((at.len(), over.len()), (1000, 1001));
-    through_lookup(&mut t, sw, &[at, over]);
+    let bufs = [
+        marked_packet(&mut t, &at, 17, |h| h.rx_if = sw),
+        marked_packet(&mut t, &over, 17, |h| h.rx_if = sw),
+    ];
+    t.inject_at("ip4-lookup", &bufs);
     let out = t.arc("interface-output");
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].data.len(), 1014);
+    assert_eq!(in_front(&t, bufs[0], 17), fast(17), "the fast path");
+    assert_eq!(headroom_after(&t, bufs[1], 17), [MARK; 17]);
     assert_eq!(t.drops(), [("ip4-rewrite".to_string(), "mtu_exceeded")]);
     t.assert_counters(&[("mtu_exceeded", 1)]);
     t.assert_no_leaks();

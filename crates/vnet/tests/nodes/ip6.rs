@@ -1,5 +1,6 @@
 //! The IPv6 path: `ip6-input`, `ip6-lookup`, `ip6-rewrite`, `ip6-local`.
 
+use super::ip4::{checked, fast, headroom_after, in_front, marked_packet, MARK};
 use super::*;
 use sluice_buffer::BufIdx;
 
@@ -148,8 +149,8 @@ fn rewrite_decrements_hop_limit_and_refuses_expiry_and_too_big() {
     t.assert_no_leaks();
 }
 
-/// The fast path's length bound is the MTU: a packet of exactly the MTU goes out, one byte
-/// more is too big.
+/// The fast path's length bound is the MTU: a packet of exactly the MTU goes out by the
+/// fast path, one byte more is too big (nothing written in front).
 #[test]
 fn rewrite_takes_a_packet_of_exactly_the_mtu() {
     let (mut t, sw) = setup("ip6-rewrite");
@@ -161,14 +162,16 @@ fn rewrite_takes_a_packet_of_exactly_the_mtu() {
     let at = pkt("UDP: 2001:db8::5 -> 2001:db8:1::2\nUDP: 1 -> 2\nincrementing 1252");
     let over = pkt("UDP: 2001:db8::5 -> 2001:db8:1::2\nUDP: 1 -> 2\nincrementing 1253");
     assert_eq!((at.len(), over.len()), (1300, 1301));
-    let bufs: Vec<BufIdx> = [at, over]
-        .iter()
-        .map(|x| t.packet(x, |h| h.rx_if = sw))
-        .collect();
+    let bufs = [
+        marked_packet(&mut t, &at, 17, |h| h.rx_if = sw),
+        marked_packet(&mut t, &over, 17, |h| h.rx_if = sw),
+    ];
     t.inject_at("ip6-lookup", &bufs);
     let out = t.arc("interface-output");
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].data.len(), 1314);
+    assert_eq!(in_front(&t, bufs[0], 17), fast(17), "the fast path");
+    assert_eq!(headroom_after(&t, bufs[1], 17), [MARK; 17]);
     assert_eq!(t.arc("ip6-icmp-error").len(), 1);
     t.assert_counters(&[("too_big", 1)]);
     t.assert_no_leaks();
@@ -214,27 +217,39 @@ fn rewrite_keeps_the_hop_limit_of_a_locally_originated_packet() {
 }
 
 /// Fewer than 14 bytes before the IPv6 header: no room for the Ethernet header, a counted
-/// drop; exactly 14 is enough.
+/// drop, nothing written. 14 and 15 take the checked path (14 bytes written), 16 and more
+/// the fast path (16 bytes: two zeros in front of the Ethernet header; at 16 they are the
+/// first bytes of the buffer); nothing is written 17 bytes in front.
 #[test]
 fn rewrite_drops_a_packet_without_room_for_the_l2_header() {
     let (mut t, sw) = rewrite_setup();
     let p = udp6_l3("2001:db8::5", "2001:db8:1::2");
-    let bufs = [
-        packet_with_headroom(&mut t, &p, 13, |h| h.rx_if = sw),
-        packet_with_headroom(&mut t, &p, 14, |h| h.rx_if = sw),
-    ];
+    let rooms = [13, 14, 15, 16, 17];
+    let bufs: Vec<BufIdx> = rooms
+        .iter()
+        .map(|&r| marked_packet(&mut t, &p, r, |h| h.rx_if = sw))
+        .collect();
     t.inject_at("ip6-lookup", &bufs);
     let out = t.arc("interface-output");
-    assert_eq!(out.len(), 1);
-    assert_eq!(out[0].index, bufs[1]);
+    assert_eq!(out.iter().map(|o| o.index).collect::<Vec<_>>(), bufs[1..]);
+    let mut q = p.clone();
+    q[7] -= 1;
+    for o in &out {
+        assert_eq!(&o.data[0..6], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(&o.data[6..14], &[2, 0, 0, 0, 0, 1, 0x86, 0xdd]);
+        assert_eq!(o.data[14..], q[..], "hop limit decremented");
+    }
     assert_eq!(
-        out[0].data[14..],
-        {
-            let mut q = p.clone();
-            q[7] -= 1;
-            q
-        }[..]
+        headroom_after(&t, bufs[0], 13),
+        [MARK; 13],
+        "nothing written"
     );
+    let got: Vec<_> = rooms[1..]
+        .iter()
+        .zip(&bufs[1..])
+        .map(|(&r, &b)| in_front(&t, b, r))
+        .collect();
+    assert_eq!(got, [checked(14), checked(15), fast(16), fast(17)]);
     assert_eq!(t.drops(), [("ip6-rewrite".to_string(), "no_headroom")]);
     t.assert_counters(&[("no_headroom", 1)]);
     t.assert_no_leaks();
