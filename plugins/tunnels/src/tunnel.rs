@@ -300,11 +300,18 @@ pub struct Encap {
 /// is prefetched twice as far ahead, so that reading its `tx_if` does not stall).
 pub const ENCAP_AHEAD: usize = 4;
 
+// The loop reads the `tx_if` of packet `i + ENCAP_AHEAD` (its header prefetched at
+// `i + 2 * ENCAP_AHEAD`): within the addresses the frame scratch resolves past the frame.
+const _: () = assert!(2 * ENCAP_AHEAD <= sluice_graph::SCRATCH_AHEAD);
+
 impl sluice_graph::NodeFn for Encap {
     #[inline]
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         use sluice_graph::{FrameScratch, SCRATCH_AHEAD};
         let arena = cx.arena();
+        // A frame is at most FRAME_SIZE packets (the dispatcher's contract), as in
+        // `PerPacket`: the `min` drops the bound checks, debug builds check it cuts nothing.
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
         let mut s = cx.take_frame_scratch();
@@ -325,6 +332,7 @@ impl sluice_graph::NodeFn for Encap {
                 }
             }
         };
+        // The entries of the first packets, before the loop reaches them.
         for i in 0..ENCAP_AHEAD.min(n) {
             fetch(&self.table, i);
         }
