@@ -1119,7 +1119,9 @@ pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
 /// written in the last 14 bytes of the outer headers and stripped (`l2.l2_hdr_offset`, for
 /// a punt), `ip.l3_hdr_offset`, `ip.fib_index` = the tunnel's table of that family.
 /// An `et` other than IPv4's or IPv6's goes through `ethernet-input`, which drops it as
-/// `unknown_ethertype` (the protocols pass only those two).
+/// `unknown_ethertype`: unreachable today (GRE and IP-in-IP pass only those two, from
+/// [`inner_et`], GTP-U from the inner version nibble), so untested; it keeps a future
+/// caller from putting another EtherType on the direct path.
 #[inline(always)]
 pub fn decap_l3(
     b: &mut Buffer<'_>,
