@@ -68,7 +68,7 @@ use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::stats::Counter;
 use sluice_graph::FRAME_SIZE;
-use sluice_graph::{CounterDesc, CounterId, Cx, Next, PacketNode, TraceRecord};
+use sluice_graph::{CounterDesc, CounterId, Cx, Next, TraceRecord};
 use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
@@ -341,7 +341,7 @@ impl sluice_graph::NodeFn for Encap {
             fetch(&self.table, i + ENCAP_AHEAD);
             // SAFETY: as above; the view of packet `i` lives for this iteration only.
             let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-            *next = PacketNode::process_one(self, cx, &mut b).0;
+            *next = self.process_one(cx, &mut b).0;
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
         cx.put_frame_scratch(s);
@@ -390,10 +390,8 @@ fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
     }
 }
 
-/// Per packet: the frame loop above (VXLAN, GRE, IP-in-IP, GTP-U) and, wrapped in
-/// `PerPacket`, SRv6's `sr-pl-rewrite-encaps` (where the frame loop cost 8 instructions per
-/// packet with one policy and was not shown to win with many).
-impl PacketNode for Encap {
+impl Encap {
+    /// Encapsulates packet `b` for its tunnel (`tx_if`): its next arc.
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         use EncapCounter as c;
