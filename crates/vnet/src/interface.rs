@@ -234,7 +234,9 @@ pub struct Interfaces {
 /// What changed on an interface ([`on_change`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IfChange {
-    /// `set interface state` (VPP's `VNET_SW_INTERFACE_ADMIN_UP_DOWN_FUNCTION`).
+    /// `set interface state` (VPP's `VNET_SW_INTERFACE_ADMIN_UP_DOWN_FUNCTION`), and an
+    /// interface's deletion ([`crate::loopback::delete_interface`]: down, its L2 mode and
+    /// input redirect cleared).
     AdminState,
     /// `set interface l2 bridge|xconnect`, `set interface l3`: the [`IfAttr`] fields
     /// `l2_xc` and `l2_bd`.

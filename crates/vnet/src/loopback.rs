@@ -157,4 +157,7 @@ pub fn delete_interface(vm: &mut Vlib, i: SwIfIndex) {
     vm.ext_mut::<crate::l2patch::L2Patches>()
         .map
         .retain(|&rx, &mut tx| rx != i.0 && tx != i.0);
+    // The record is down and out of any L2 mode and redirect now (`interface_deleted`
+    // cleared them): one report for all of it.
+    crate::interface::changed(vm, i, crate::interface::IfChange::AdminState);
 }

@@ -144,6 +144,21 @@ pub fn parse(g: &[u8]) -> Result<Gtp, GtpError> {
     })
 }
 
+/// The common G-PDU with one compare of the first word: flags 0x30 (version 1, GTP, no
+/// E/S/PN), type 255 and length `glen - 8`, where `g` is the start (at least the first 8
+/// bytes, at most all) of a `glen`-byte GTP-U message, `glen` at most 65535. Its TEID (the
+/// inner packet 8 bytes in), or `None` for anything else, which [`parse`] decides: this
+/// accepts only what `parse` accepts with that TEID and an 8-byte header.
+#[inline(always)]
+pub fn plain_gpdu(g: &[u8], glen: usize) -> Option<u32> {
+    debug_assert!(g.len() <= glen && glen <= 0xffff, "{} of {glen}", g.len());
+    let h = g.first_chunk::<8>()?;
+    let w = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+    // `glen >= 8` here (`g.len() <= glen`): the subtraction does not wrap.
+    (w == 0x30ff_0000 | ((glen as u32).wrapping_sub(8) & 0xffff))
+        .then(|| u32::from_be_bytes([h[4], h[5], h[6], h[7]]))
+}
+
 sluice_graph::arcs! {
     /// Next arcs of `gtpu4-input` (`gtpu6-input`: [`NAMES6`]).
     pub enum GtpNext {
@@ -279,20 +294,16 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         // The GTP-U header must be in the first buffer; the payload may be chained.
         let g = &d[ipl + 8..];
         let glen = ulen - 8;
-        // The common case first: a G-PDU with no optional fields (flags 0x30: version 1,
-        // GTP, no E/S/PN) and the right length, one compare of the first word.
-        if let Some(h) = g.first_chunk::<8>() {
-            let w = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-            if w == 0x30ff_0000 | ((glen as u32).wrapping_sub(8) & 0xffff) {
-                let key = DecapKey {
-                    fib: b.hdr.ip.fib_index,
-                    key: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
-                    sub: 0,
-                    src,
-                    dst,
-                };
-                return Ok((key, (ipl as u16, (ipl + 16) as u16)));
-            }
+        // The common case first (`g` is at most `glen` bytes: the first buffer's part).
+        if let Some(teid) = plain_gpdu(g, glen) {
+            let key = DecapKey {
+                fib: b.hdr.ip.fib_index,
+                key: teid,
+                sub: 0,
+                src,
+                dst,
+            };
+            return Ok((key, (ipl as u16, (ipl + 16) as u16)));
         }
         let parsed = if g.len() == glen {
             parse(g)
@@ -695,4 +706,55 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         cli_create,
     );
     t.add("show gtpu tunnel", "show gtpu tunnel", cli_show);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-compare check accepts only what the general parser accepts, with the same
+    /// TEID and inner offset: every flag byte, the length field one short, right and one
+    /// over, a few message types, with and without 4 bytes of optional fields.
+    #[test]
+    fn plain_gpdu_accepts_only_what_parse_accepts() {
+        let types = [
+            msg::G_PDU,
+            msg::ECHO_REQUEST,
+            msg::ECHO_RESPONSE,
+            msg::ERROR_INDICATION,
+            msg::END_MARKER,
+            0,
+        ];
+        let mut accepted = 0;
+        for flags in 0..=255u8 {
+            for &mtype in &types {
+                for payload in [0usize, 4, 40] {
+                    let glen = 8 + payload;
+                    let l = payload as u16;
+                    for len in [l.wrapping_sub(1), l, l + 1] {
+                        let mut g = vec![flags, mtype];
+                        g.extend_from_slice(&len.to_be_bytes());
+                        g.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+                        g.extend((0..payload).map(|i| i as u8));
+                        let fast = plain_gpdu(&g, glen);
+                        let full = parse(&g);
+                        if let Some(teid) = fast {
+                            accepted += 1;
+                            let h = full.unwrap_or_else(|e| {
+                                panic!("{flags:#x} {mtype} {len}/{payload}: parse {e:?}")
+                            });
+                            assert_eq!((h.mtype, h.teid, h.hdr_len), (msg::G_PDU, teid, 8));
+                        } else {
+                            // The common case (what the fast check is for) is not missed.
+                            let plain = flags == 0x30 && mtype == msg::G_PDU && len == l;
+                            assert!(!plain, "{flags:#x} {mtype} {len}/{payload}");
+                        }
+                        // The first buffer's part only (a chained payload).
+                        assert_eq!(plain_gpdu(&g[..8], glen), fast);
+                    }
+                }
+            }
+        }
+        assert_eq!(accepted, 3);
+    }
 }

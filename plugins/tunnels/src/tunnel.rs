@@ -69,6 +69,7 @@ use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::stats::Counter;
 use sluice_graph::FRAME_SIZE;
 use sluice_graph::{CounterDesc, CounterId, Cx, Next, TraceRecord};
+use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
 use sluice_wire::checksum;
@@ -292,55 +293,25 @@ impl TraceRecord for EncapTrace {
 #[derive(Default)]
 pub struct Encap {
     /// By tunnel `sw_if_index`.
-    pub table: EncapTable,
+    pub table: SwTable<EncapEntry>,
 }
 
 /// How many packets ahead [`Encap`] prefetches a packet's tunnel entry (its buffer header
 /// is prefetched twice as far ahead, so that reading its `tx_if` does not stall).
 pub const ENCAP_AHEAD: usize = 4;
 
-/// The encap entries by tunnel `sw_if_index`.
-#[derive(Default)]
-pub struct EncapTable {
-    slots: Vec<Option<EncapEntry>>,
-}
-
-impl EncapTable {
-    /// Sets (or with `None` clears) the entry of tunnel interface `sw`.
-    pub fn set(&mut self, sw: u32, v: Option<EncapEntry>) {
-        let i = sw as usize;
-        if self.slots.len() <= i {
-            self.slots.resize_with(i + 1, || None);
-        }
-        self.slots[i] = v;
-    }
-    /// The entry of tunnel interface `sw`.
-    #[inline(always)]
-    pub fn get(&self, sw: u32) -> Option<&EncapEntry> {
-        self.slots.get(sw as usize).and_then(Option::as_ref)
-    }
-    /// Hints the CPU to fetch the entry of `sw` (every line of it; nothing for an index
-    /// beyond the table).
-    #[inline(always)]
-    fn prefetch(&self, sw: u32) {
-        const SIZE: usize = std::mem::size_of::<Option<EncapEntry>>();
-        if (sw as usize) < self.slots.len() {
-            let p = self.slots.as_ptr().wrapping_add(sw as usize).cast::<u8>();
-            let mut o = 0;
-            while o < SIZE {
-                sluice_infra::prefetch(p.wrapping_add(o));
-                o += 64;
-            }
-            sluice_infra::prefetch(p.wrapping_add(SIZE - 1));
-        }
-    }
-}
+// The loop reads the `tx_if` of packet `i + ENCAP_AHEAD` (its header prefetched at
+// `i + 2 * ENCAP_AHEAD`): within the addresses the frame scratch resolves past the frame.
+const _: () = assert!(2 * ENCAP_AHEAD <= sluice_graph::SCRATCH_AHEAD);
 
 impl sluice_graph::NodeFn for Encap {
     #[inline]
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         use sluice_graph::{FrameScratch, SCRATCH_AHEAD};
         let arena = cx.arena();
+        // A frame is at most FRAME_SIZE packets (the dispatcher's contract), as in
+        // `PerPacket`: the `min` drops the bound checks, debug builds check it cuts nothing.
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
         let mut s = cx.take_frame_scratch();
@@ -350,7 +321,7 @@ impl sluice_graph::NodeFn for Encap {
         // The tunnel of the last packet whose entry was prefetched (a run of packets to
         // one tunnel prefetches it once).
         let mut fetched = u32::MAX;
-        let mut fetch = |table: &EncapTable, j: usize| {
+        let mut fetch = |table: &SwTable<EncapEntry>, j: usize| {
             if let Some(&bj) = frame.get(j) {
                 // SAFETY: the dispatcher hands this node every index of `frame`, each
                 // once; this view of packet `j` only reads its header and ends here.
@@ -361,6 +332,7 @@ impl sluice_graph::NodeFn for Encap {
                 }
             }
         };
+        // The entries of the first packets, before the loop reaches them.
         for i in 0..ENCAP_AHEAD.min(n) {
             fetch(&self.table, i);
         }
@@ -1145,7 +1117,9 @@ pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
 /// written in the last 14 bytes of the outer headers and stripped (`l2.l2_hdr_offset`, for
 /// a punt), `ip.l3_hdr_offset`, `ip.fib_index` = the tunnel's table of that family.
 /// An `et` other than IPv4's or IPv6's goes through `ethernet-input`, which drops it as
-/// `unknown_ethertype` (the protocols pass only those two).
+/// `unknown_ethertype`: unreachable today (GRE and IP-in-IP pass only those two, from
+/// [`inner_et`], GTP-U from the inner version nibble), so untested; it keeps a future
+/// caller from putting another EtherType on the direct path.
 #[inline(always)]
 pub fn decap_l3(
     b: &mut Buffer<'_>,

@@ -668,10 +668,15 @@ fn many_tunnels_reuse_slots_instances_and_keys() {
     assert_eq!(in_use(&vm), 0);
 }
 
-/// Admin state and L2 mode changed while a stream of decap traffic flows (the decap
-/// entries take each change through vnet's interface-change hook, on the thread between
-/// frames): every packet is decapsulated and then switched out of pg1 or counted as a
-/// drop by name, nothing leaks, nothing panics.
+/// Admin state, L2 mode and input redirect changed while a stream of decap traffic flows:
+/// each change reaches the decap entries (through vnet's interface-change hook, called on
+/// the main thread which also runs the graph here) before the next packet, so after each
+/// one the next packets, until K more were decapsulated, go exactly where that mode sends
+/// them: switched out of pg1 straight from the decap node (one `ethernet-input` vector per
+/// packet: the outer frame), cross-connected (counted by `l2-input`), or dropped through
+/// `ethernet-input` (two vectors per packet) with nothing out of pg1. Every call site of
+/// the hook is the first to show its change (a missing one sends an interval's packets the
+/// old way). Nothing leaks.
 #[test]
 fn vxlan4_decap_mode_and_state_changes_under_traffic() {
     let (mut vm, t) = setup(false);
@@ -682,55 +687,90 @@ fn vxlan4_decap_mode_and_state_changes_under_traffic() {
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("in.pcap");
     write_pcap(&p, &frames);
-    const N: u64 = 20000;
     cli(
         &mut vm,
         &t,
         &format!(
-            "packet-generator new pcap {} source pg0 name m limit {N} rate 200000 node ethernet-input",
+            "packet-generator new pcap {} source pg0 name m limit 10000000 rate 200000 node ethernet-input",
             p.display()
         ),
     );
     cli(&mut vm, &t, "packet-generator enable");
-    let changes = [
-        "set interface state vxlan_tunnel0 down",
-        "set interface state vxlan_tunnel0 up",
-        "set interface l2 xconnect vxlan_tunnel0 pg1",
-        "set interface state vxlan_tunnel0 down",
-        "set interface l3 vxlan_tunnel0",
-        "set interface state vxlan_tunnel0 up",
-        "set interface l2 bridge vxlan_tunnel0 1",
-        "set interface state vxlan_tunnel0 down",
-        "set interface state vxlan_tunnel0 up",
+    let sw = {
+        let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
+        ifs.find("vxlan_tunnel0").unwrap()
+    };
+    let drop_node = vm.registry.find("error-drop").unwrap();
+    /// Where an interval's packets go.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum To {
+        /// Bridged out of pg1, straight from the decap node.
+        Bridged,
+        /// Cross-connected to pg1, straight from the decap node.
+        Xconnect,
+        /// Dropped by `ethernet-input` (down, L3 MAC mismatch, redirect to `error-drop`).
+        Drop,
+    }
+    // (change, where the packets after it go); the first interval has no change.
+    let steps: [(&str, To); 12] = [
+        ("", To::Bridged),
+        ("set interface state vxlan_tunnel0 down", To::Drop),
+        ("set interface state vxlan_tunnel0 up", To::Bridged),
+        ("set interface l2 xconnect vxlan_tunnel0 pg1", To::Xconnect),
+        ("set interface l3 vxlan_tunnel0", To::Drop),
+        ("set interface l2 bridge vxlan_tunnel0 1", To::Bridged),
+        ("set interface l2 xconnect vxlan_tunnel0 pg1", To::Xconnect),
+        ("set interface l2 bridge vxlan_tunnel0 1", To::Bridged),
+        ("redirect", To::Drop),
+        ("no redirect", To::Bridged),
+        ("set interface state vxlan_tunnel0 down", To::Drop),
+        ("set interface state vxlan_tunnel0 up", To::Bridged),
     ];
-    let mut under_traffic = 0;
-    for c in changes {
-        for _ in 0..3 {
+    const K: u64 = 64;
+    let snap = |vm: &sluice_graph::Vlib| {
+        [
+            counter(vm, "vxlan4-input", "decapsulated"),
+            if_counter(vm, "pg1", ifc::TX_PACKETS),
+            vectors(vm, "ethernet-input"),
+            counter(vm, "l2-input", "xconnect"),
+        ]
+    };
+    let mut seen = Vec::new();
+    for (c, to) in steps {
+        match c {
+            "" => {}
+            "redirect" => sluice_vnet::set_rx_redirect(&mut vm, sw, Some(drop_node)).unwrap(),
+            "no redirect" => sluice_vnet::set_rx_redirect(&mut vm, sw, None).unwrap(),
+            c => {
+                cli(&mut vm, &t, c);
+            }
+        }
+        let s0 = snap(&vm);
+        let t0 = std::time::Instant::now();
+        while counter(&vm, "vxlan4-input", "decapsulated") < s0[0] + K {
+            assert!(t0.elapsed().as_secs() < 20, "{c}: traffic stopped");
             vm.run_main_once();
         }
-        under_traffic += sluice_vnet::pg::any_enabled(&mut vm) as usize;
-        cli(&mut vm, &t, c);
+        let s1 = snap(&vm);
+        let [dec, out, eth, xc] = [0, 1, 2, 3].map(|i| s1[i] - s0[i]);
+        let want = match to {
+            To::Bridged => [dec, dec, 0],
+            To::Xconnect => [dec, dec, dec],
+            To::Drop => [0, 2 * dec, 0],
+        };
+        // (change, [out of pg1, ethernet-input vectors, cross-connected]) against `want`.
+        seen.push((c, [out, eth, xc], want));
     }
-    let t0 = std::time::Instant::now();
-    while sluice_vnet::pg::any_enabled(&mut vm) && t0.elapsed().as_secs() < 20 {
-        vm.run_main_once();
-    }
+    cli(&mut vm, &t, "packet-generator disable");
     for _ in 0..10 {
         vm.run_main_once();
     }
     let _ = t.execute(&mut vm, "packet-generator delete m");
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        under_traffic >= 5,
-        "only {under_traffic} changes under traffic"
-    );
-    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), N);
-    let out = if_counter(&vm, "pg1", ifc::TX_PACKETS);
-    let down = counter(&vm, "ethernet-input", "down");
-    let l3 = counter(&vm, "ethernet-input", "l3_mac_mismatch");
-    assert!(down > 0 && out > 0, "down {down} out {out}");
-    // Some frames went from the decap node straight to l2-input (the entry's mode).
-    assert!(vectors(&vm, "ethernet-input") < 2 * N);
-    assert_eq!(out + down + l3, N, "out {out} down {down} l3 {l3}");
+    for (c, got, want) in &seen {
+        assert_eq!(got, want, "after {c:?} (all: {seen:?})");
+    }
+    assert!(counter(&vm, "ethernet-input", "down") > 0);
+    assert!(counter(&vm, "ethernet-input", "l3_mac_mismatch") > 0);
     assert_eq!(in_use(&vm), 0);
 }

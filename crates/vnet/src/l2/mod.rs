@@ -595,8 +595,12 @@ pub fn leave_bridge(vm: &mut Vlib, i: SwIfIndex) {
     if let Ok(c) = control(vm) {
         remove_member(vm, &c, i.0);
     }
-    crate::interface::with_if_attr(vm, i.0, |x| x.l2_bd.store(0, Ordering::Relaxed));
-    crate::interface::changed(vm, i, crate::interface::IfChange::L2Mode);
+    // A change (and a hook call) only if it was in a bridge domain: `set interface l3` or
+    // `l2 xconnect` of an interface that was not report their own change once.
+    let was = crate::interface::with_if_attr(vm, i.0, |x| x.l2_bd.swap(0, Ordering::Relaxed));
+    if was.is_some_and(|bd| bd != 0) {
+        crate::interface::changed(vm, i, crate::interface::IfChange::L2Mode);
+    }
 }
 
 /// VPP's `%=Ns`: `t` centred in `n` columns (the extra space on the right).

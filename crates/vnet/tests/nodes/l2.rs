@@ -105,8 +105,9 @@ fn unknown_bridge_and_runts_are_dropped() {
 }
 
 /// The interface-change hook (`interface::on_change`) is called once per registered
-/// function after each admin-state, L2-mode and input-redirect change, with the record
-/// already holding the new state (what a plugin's copy is refreshed from).
+/// function after each admin-state, L2-mode and input-redirect change and after the
+/// interface's deletion, with the record already holding the new state (what a plugin's
+/// copy is refreshed from); leaving a bridge domain is a change only from one.
 #[test]
 fn interface_change_hook_sees_each_change_after_it_is_published() {
     use sluice_vnet::interface::{self, IfChange};
@@ -143,6 +144,7 @@ fn interface_change_hook_sees_each_change_after_it_is_published() {
     );
     let drop = t.h.vm.registry.find("error-drop").unwrap();
     sluice_vnet::set_rx_redirect(&mut t.h.vm, sluice_vnet::SwIfIndex(a), Some(drop)).unwrap();
+    t.cli("delete loopback interface intfc loop0");
     let seen = SEEN.lock().unwrap().clone();
     let (x, bd) = (
         b + 1,
@@ -153,15 +155,16 @@ fn interface_change_hook_sees_each_change_after_it_is_published() {
         seen,
         vec![
             (a, AdminState, true, 0, 0, 0),
-            // xconnect: leaves any bridge (a change too), then the peer.
-            (a, L2Mode, true, 0, 0, 0),
+            // xconnect: it was in no bridge, so one change.
             (a, L2Mode, true, x, 0, 0),
             (a, L2Mode, true, 0, bd, 0),
             // l3: leaves the bridge, then the cross-connect.
             (a, L2Mode, true, 0, 0, 0),
             (a, L2Mode, true, 0, 0, 0),
-            (a, RxRedirect, true, 0, 0, seen[6].5),
+            (a, RxRedirect, true, 0, 0, seen[5].5),
+            // Deleted: down, the redirect cleared.
+            (a, AdminState, false, 0, 0, 0),
         ]
     );
-    assert_ne!(seen[6].5, 0);
+    assert_ne!(seen[5].5, 0);
 }
