@@ -36,7 +36,7 @@ use sluice_infra::epoch::{Epochs, Retired, ZeroedAtomicU32s};
 use sluice_infra::hash::FastState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 const EXT: u32 = 0xff00_0000;
@@ -189,6 +189,9 @@ pub struct Ip6Table {
     hosts: AtomicPtr<HostArray>,
     /// Arrays still in their grace period when the writer was dropped: freed with the table.
     graveyard: Mutex<Vec<HostArray>>,
+    /// The /128 routes the host array serves (the writer's `routes[128].len()`, stored by it
+    /// after every change of the array).
+    host_live: AtomicUsize,
 }
 
 impl Drop for Ip6Table {
@@ -248,8 +251,16 @@ impl Ip6Table {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// Number of /128 routes the host table serves (zero without one).
+    /// Number of /128 routes the host table serves (zero without one): what the writer
+    /// counted, not a scan of the array.
     pub fn host_routes(&self) -> usize {
+        self.host_live.load(Ordering::Relaxed)
+    }
+
+    /// The live slots of the host array, counted (tests: it agrees with
+    /// [`Ip6Table::host_routes`]).
+    #[cfg(test)]
+    fn host_slots_live(&self) -> usize {
         self.hosts().map_or(0, |h| {
             h.slots
                 .iter()
@@ -429,6 +440,7 @@ impl Ip6Lpm {
                 groups: GroupStore::new(),
                 hosts: AtomicPtr::new(std::ptr::null_mut()),
                 graveyard: Mutex::new(Vec::new()),
+                host_live: AtomicUsize::new(0),
             }),
             alloc: GroupAlloc::new(),
             routes: (0..=128).map(|_| HashMap::default()).collect(),
@@ -561,6 +573,13 @@ impl Ip6Lpm {
 
     /// Adds or replaces `addr` in the host table (already in `routes[128]`).
     fn host_insert(&mut self, epochs: &Epochs, addr: u128, value: u32) {
+        self.host_insert_slot(epochs, addr, value);
+        self.table
+            .host_live
+            .store(self.routes[128].len(), Ordering::Relaxed);
+    }
+
+    fn host_insert_slot(&mut self, epochs: &Epochs, addr: u128, value: u32) {
         if let Some(h) = self.table.hosts() {
             match h.find(addr) {
                 Ok(i) => return h.slots[i].value.store(value, Ordering::Release),
@@ -576,6 +595,13 @@ impl Ip6Lpm {
 
     /// Removes `addr` from the host table (already gone from `routes[128]`).
     fn host_remove(&mut self, epochs: &Epochs, addr: u128) {
+        self.host_remove_slot(epochs, addr);
+        self.table
+            .host_live
+            .store(self.routes[128].len(), Ordering::Relaxed);
+    }
+
+    fn host_remove_slot(&mut self, epochs: &Epochs, addr: u128) {
         if self.routes[128].is_empty() {
             return self.host_rebuild(epochs);
         }
@@ -731,6 +757,13 @@ impl Ip6Lpm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The /128 routes the table says it serves, checked against a scan of its array.
+    fn hosts_counted(t: &Ip6Lpm) -> usize {
+        let n = t.table().host_routes();
+        assert_eq!(n, t.table().host_slots_live(), "count and array agree");
+        n
+    }
     use proptest::prelude::*;
 
     fn a(s: &str) -> u128 {
@@ -855,18 +888,18 @@ mod tests {
         let base = a("fc00:1::");
         t.insert(&e, a("fc00::"), 16, 1).unwrap();
         t.insert(&e, base, 64, 2).unwrap();
-        assert_eq!(t.table().host_routes(), 0);
+        assert_eq!(hosts_counted(&t), 0);
         // Enough /128s for several rebuilds, then removals leaving removed slots behind.
         for k in 0..200u128 {
             t.insert(&e, base + k, 128, 100 + k as u32).unwrap();
         }
-        assert_eq!(t.table().host_routes(), 200);
+        assert_eq!(hosts_counted(&t), 200);
         for k in (0..200u128).step_by(2) {
             assert_eq!(t.remove(&e, base + k, 128), Some(100 + k as u32));
         }
         t.insert(&e, base + 7, 128, 7).unwrap(); // replaced in place
         t.insert(&e, base + 4, 128, 4).unwrap(); // back after a removal
-        assert_eq!(t.table().host_routes(), 101);
+        assert_eq!(hosts_counted(&t), 101);
         let xs: Vec<u128> = (0..210u128).map(|k| base + k).collect();
         for &x in &xs {
             let k = (x - base) as u32;
@@ -891,7 +924,7 @@ mod tests {
         for h in hosts {
             t.remove(&e, h, 128).unwrap();
         }
-        assert_eq!(t.table().host_routes(), 0);
+        assert_eq!(hosts_counted(&t), 0);
         assert!(t.table().hosts().is_none());
         assert_eq!(t.lookup(base + 0x101), Some(3));
         // Arrays retired with a reader still behind: they outlive the writer with the table.
@@ -934,7 +967,7 @@ mod tests {
             "{} slots, was {full}",
             t.host_slots()
         );
-        assert_eq!(t.table().host_routes(), 8);
+        assert_eq!(hosts_counted(&t), 8);
         for k in 0..300u128 {
             let want = if k < 8 { 100 + k as u32 } else { 2 };
             assert_eq!(t.lookup(base + k), Some(want), "{k}");
@@ -1089,7 +1122,7 @@ mod tests {
                 }
             }
             let hosts = model.iter().filter(|r| r.1 == 128).count();
-            prop_assert_eq!(t.table().host_routes(), hosts);
+            prop_assert_eq!(hosts_counted(&t), hosts);
             let xs: Vec<u128> = ops.iter().flat_map(|((p, _), _)| [*p, p | 1, p ^ (1 << 40)]).collect();
             for &x in &xs {
                 prop_assert_eq!(t.lookup(x), oracle(&model, x), "addr {:x}", x);
