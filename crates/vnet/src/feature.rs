@@ -583,6 +583,35 @@ pub struct FeatureMain {
     /// Every arc and feature (set when the graph is assembled).
     pub registry: Option<Arc<FeatureRegistry>>,
     enabled: BTreeMap<(u32, &'static str), BTreeSet<String>>,
+    /// Interfaces whose driver may receive GSO aggregates ([`set_aggregate_source`]):
+    /// while there is none, no packet is an aggregate and no chain has a cutting node.
+    sources: BTreeSet<u32>,
+}
+
+/// Says whether interface `sw_if`'s driver may receive GSO aggregates (af_packet with
+/// `PACKET_VNET_HDR`, tap with offloads, memif: the drivers that call
+/// [`crate::offload::Gso::set_meta`]). An arc's cutting node ([`ArcDef::gso`]) is put in the
+/// feature chains only while some interface may: an aggregate can reach any interface's
+/// chain (a BVI, a tunnel, a tx arc), so the test is global. When the first source comes or
+/// the last goes, every chain is written again.
+pub fn set_aggregate_source(vm: &mut Vlib, sw_if: u32, on: bool) {
+    let fm = vm.ext_mut::<FeatureMain>();
+    let had = !fm.sources.is_empty();
+    if on {
+        fm.sources.insert(sw_if);
+    } else {
+        fm.sources.remove(&sw_if);
+    }
+    let has = !fm.sources.is_empty();
+    if had == has {
+        return;
+    }
+    let keys: Vec<(u32, &'static str)> = fm.enabled.keys().copied().collect();
+    for (sw, arc) in keys {
+        if let Err(e) = write_chain(vm, sw, arc) {
+            log::warn!("feature arc {arc} of interface {sw}: {e}");
+        }
+    }
 }
 
 /// Installs the registry built at registration (`plugin::assemble`).
@@ -621,7 +650,6 @@ pub fn set_feature(
             "unknown feature `{feature}' on arc `{arc}'{hint}"
         )));
     }
-    let table = reg.table();
     let set = vm
         .ext_mut::<FeatureMain>()
         .enabled
@@ -632,7 +660,26 @@ pub fn set_feature(
     } else {
         set.remove(feature);
     }
-    let order = ordered(&reg, a, set).map_err(|e| VnetError::invalid(e.msg))?;
+    write_chain(vm, sw_if, a.name)
+}
+
+/// Writes interface `sw_if`'s chain of arc `arc` into the next table from its enabled
+/// features (and the arc's cutting node while aggregates may exist).
+fn write_chain(vm: &mut Vlib, sw_if: u32, arc: &str) -> crate::error::VnetResult {
+    use crate::error::VnetError;
+    let reg = registry(vm);
+    let a = reg
+        .arc(arc)
+        .ok_or_else(|| VnetError::invalid(format!("unknown feature arc `{arc}'")))?;
+    let table = reg.table();
+    let fm = vm.ext_mut::<FeatureMain>();
+    let cut = !fm.sources.is_empty();
+    let set = fm
+        .enabled
+        .get(&(sw_if, a.name))
+        .cloned()
+        .unwrap_or_default();
+    let order = ordered(&reg, a, &set).map_err(|e| VnetError::invalid(e.msg))?;
     // Reset every participant's entry for this interface, then write the chain (nothing
     // enabled: the start node keeps its default arc).
     for x in reg
@@ -653,7 +700,7 @@ pub fn set_feature(
     let mut chain: Vec<String> = vec![a.start.to_string()];
     chain.extend(order);
     // Aggregates are cut before the first feature that does not take them.
-    if let Some(g) = a.gso {
+    if let Some(g) = a.gso.filter(|_| cut) {
         if let Some(i) = chain[1..].iter().position(|f| !reg.takes_gso(a, f)) {
             chain.insert(i + 1, g.node.to_string());
         }

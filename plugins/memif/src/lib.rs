@@ -838,6 +838,8 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
     let sh = Arc::new(sh);
     lock(&c).add_iface(name.clone(), cfg, sh);
     vm.ext_mut::<MemifMain>().created.insert(idx.0, o.clone());
+    // A peer that agrees `gso' sends aggregates (decided at connection time).
+    sluice_vnet::feature::set_aggregate_source(vm, idx.0, true);
     Ok((idx, name))
 }
 

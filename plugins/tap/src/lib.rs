@@ -531,6 +531,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
     };
     sluice_vnet::devices::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut TapTx| &mut n.table);
     sluice_vnet::output::set_gso(vm, sw, true);
+    // With offloads on, the kernel hands aggregates over whole.
+    sluice_vnet::feature::set_aggregate_source(vm, sw.0, !c.no_gso);
     let hz = vm.shared.clock.hz();
     let mut rx = Vec::new();
     let mut stats = Vec::new();
