@@ -589,12 +589,28 @@ pub struct FeatureMain {
 }
 
 /// Says whether interface `sw_if`'s driver may receive GSO aggregates (af_packet with
-/// `PACKET_VNET_HDR`, tap with offloads, memif: the drivers that call
+/// `PACKET_VNET_HDR`, tap with offloads, memif with `gso`: the drivers that call
 /// [`crate::offload::Gso::set_meta`]). An arc's cutting node ([`ArcDef::gso`]) is put in the
 /// feature chains only while some interface may: an aggregate can reach any interface's
-/// chain (a BVI, a tunnel, a tx arc), so the test is global. When the first source comes or
-/// the last goes, every chain is written again.
+/// chain (a BVI, a tunnel, a tx arc), so the test is global. When the first source comes,
+/// every chain is written again, under traffic ([`write_chain`] keeps every intermediate
+/// state a whole chain).
+///
+/// A source stays registered until exit: no driver calls this with `on == false` when its
+/// interface is deleted, as aggregates it received may still be queued (in frames, handoff
+/// queues, tx rings) and would then reach a chain without its cutting node. `false` is for
+/// tests.
 pub fn set_aggregate_source(vm: &mut Vlib, sw_if: u32, on: bool) {
+    set_source(vm, sw_if, on, &mut |vm, from, to| {
+        vm.add_next_by_name(from, to)
+    });
+}
+
+/// How a chain's arcs are added: [`Vlib::add_next_by_name`] (a worker barrier when the arc
+/// is new); tests pass one that looks at the chains in the meantime.
+type Link<'a> = dyn FnMut(&mut Vlib, &str, &str) -> Result<Next, sluice_graph::GraphError> + 'a;
+
+fn set_source(vm: &mut Vlib, sw_if: u32, on: bool, link: &mut Link) {
     let fm = vm.ext_mut::<FeatureMain>();
     let had = !fm.sources.is_empty();
     if on {
@@ -608,7 +624,7 @@ pub fn set_aggregate_source(vm: &mut Vlib, sw_if: u32, on: bool) {
     }
     let keys: Vec<(u32, &'static str)> = fm.enabled.keys().copied().collect();
     for (sw, arc) in keys {
-        if let Err(e) = write_chain(vm, sw, arc) {
+        if let Err(e) = write_chain(vm, sw, arc, link) {
             log::warn!("feature arc {arc} of interface {sw}: {e}");
         }
     }
@@ -660,12 +676,22 @@ pub fn set_feature(
     } else {
         set.remove(feature);
     }
-    write_chain(vm, sw_if, a.name)
+    write_chain(vm, sw_if, a.name, &mut |vm, from, to| {
+        vm.add_next_by_name(from, to)
+    })
 }
 
 /// Writes interface `sw_if`'s chain of arc `arc` into the next table from its enabled
 /// features (and the arc's cutting node while aggregates may exist).
-fn write_chain(vm: &mut Vlib, sw_if: u32, arc: &str) -> crate::error::VnetResult {
+///
+/// Workers read the table while it is written, so every state between two stores is a
+/// whole chain, old or new: every arc is added first (`link`, a worker barrier that may
+/// last while packets run), then the entries are stored from the last link to the first
+/// (the start's entry last: until then packets take the old chain, whose links are
+/// unchanged or already lead into the new chain's rest), and only then are the entries of
+/// nodes that left the chain reset (no packet reaches them any more but those in flight,
+/// which take the arc's end as before).
+fn write_chain(vm: &mut Vlib, sw_if: u32, arc: &str, link: &mut Link) -> crate::error::VnetResult {
     use crate::error::VnetError;
     let reg = registry(vm);
     let a = reg
@@ -680,38 +706,41 @@ fn write_chain(vm: &mut Vlib, sw_if: u32, arc: &str) -> crate::error::VnetResult
         .cloned()
         .unwrap_or_default();
     let order = ordered(&reg, a, &set).map_err(|e| VnetError::invalid(e.msg))?;
-    // Reset every participant's entry for this interface, then write the chain (nothing
-    // enabled: the start node keeps its default arc).
-    for x in reg
-        .features_of(a)
-        .map(|f| f.node)
+    // The new chain (nothing enabled: none, the start node takes its default arc).
+    let mut chain: Vec<String> = Vec::new();
+    if !order.is_empty() {
+        chain.push(a.start.to_string());
+        chain.extend(order);
+        // Aggregates are cut before the first feature that does not take them.
+        if let Some(g) = a.gso.filter(|_| cut) {
+            if let Some(i) = chain[1..].iter().position(|f| !reg.takes_gso(a, f)) {
+                chain.insert(i + 1, g.node.to_string());
+            }
+        }
+        chain.push(a.end.to_string());
+    }
+    // Every arc first: the barriers run while the table still holds the old chain.
+    let mut links = Vec::with_capacity(chain.len());
+    for w in chain.windows(2) {
+        let next = link(vm, &w[0], &w[1]).map_err(|e| VnetError::System(e.to_string()))?;
+        links.push((reg.slot(&w[0]), next));
+    }
+    // Then the entries, last link first.
+    for (slot, next) in links.into_iter().rev() {
+        if let Some(s) = slot {
+            table.set(s, sw_if, Some(next));
+        }
+    }
+    // Last, the nodes out of the chain (the start node too when nothing is enabled).
+    for x in std::iter::once(a.start)
+        .chain(reg.features_of(a).map(|f| f.node))
         .chain(a.gso.map(|g| g.node))
     {
+        if chain.iter().any(|c| c == x) {
+            continue;
+        }
         if let Some(s) = reg.slot(x) {
             table.set(s, sw_if, None);
-        }
-    }
-    if order.is_empty() {
-        if let Some(s) = reg.slot(a.start) {
-            table.set(s, sw_if, None);
-        }
-        return Ok(());
-    }
-    let mut chain: Vec<String> = vec![a.start.to_string()];
-    chain.extend(order);
-    // Aggregates are cut before the first feature that does not take them.
-    if let Some(g) = a.gso.filter(|_| cut) {
-        if let Some(i) = chain[1..].iter().position(|f| !reg.takes_gso(a, f)) {
-            chain.insert(i + 1, g.node.to_string());
-        }
-    }
-    chain.push(a.end.to_string());
-    for w in chain.windows(2) {
-        let next = vm
-            .add_next_by_name(&w[0], &w[1])
-            .map_err(|e| VnetError::System(e.to_string()))?;
-        if let Some(s) = reg.slot(&w[0]) {
-            table.set(s, sw_if, Some(next));
         }
     }
     Ok(())
@@ -893,6 +922,74 @@ mod tests {
             r.add_feature(plain("ip6-unicast", "test-feature")),
             Err(FeatureError::DuplicateNode("test-feature"))
         );
+    }
+
+    /// The nodes a packet of interface `sw` takes on arc `arc` from its start to its end
+    /// (an entry of 0: the node's default arc, the arc's end), as the workers read them.
+    fn walk(vm: &mut Vlib, sw: u32, arc: &str) -> Vec<String> {
+        let reg = registry(vm);
+        let a = reg.arc(arc).expect("arc");
+        let table = reg.table();
+        let mut at = a.start.to_string();
+        let mut seen = vec![at.clone()];
+        while at != a.end && seen.len() < 16 {
+            let slot = reg.slot(&at).expect("a chain node has a slot");
+            let from = vm.registry.lookup(&at).expect("node");
+            at = match table.next(slot, sw, Next(u16::MAX)) {
+                Next(u16::MAX) => a.end.to_string(),
+                Next(n) => {
+                    let to = vm.registry.node(from).nexts[n as usize];
+                    vm.registry.node(to).name.clone()
+                }
+            };
+            seen.push(at.clone());
+        }
+        seen
+    }
+
+    /// The first source of aggregates rewrites every chain while workers forward: at every
+    /// arc added (a worker barrier, packets still running) and at the end, a packet of
+    /// loop0 on `ip4-unicast` passes its feature before `ip4-lookup` (the old order reset
+    /// the entries first, then stored `ip4-input -> ip4-gso-segment` before adding
+    /// `ip4-gso-segment -> feature`: packets skipped the feature in between).
+    #[test]
+    fn a_chain_is_whole_at_every_step_of_its_rewrite() {
+        let check = "ip4-source-check-via-rx";
+        let (mut vm, _cli) = crate::testing::configured(
+            &[],
+            0,
+            64,
+            &[
+                "create loopback interface",
+                &format!("set interface feature loop0 {check} arc ip4-unicast"),
+            ],
+        );
+        let sw = vm
+            .ext_mut::<crate::Interfaces>()
+            .find("loop0")
+            .expect("loop0")
+            .0;
+        let plain = ["ip4-input", check, "ip4-lookup"];
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain);
+        let mut barriers = 0;
+        let mut link = |vm: &mut Vlib, from: &str, to: &str| {
+            barriers += 1;
+            let w = walk(vm, sw, "ip4-unicast");
+            assert!(w.iter().any(|n| n == check), "{from} -> {to}: {w:?}");
+            vm.add_next_by_name(from, to)
+        };
+        set_source(&mut vm, 77, true, &mut link);
+        assert_eq!(barriers, 3, "3 links");
+        let cut = ["ip4-input", crate::gso::IP4_NAME, check, "ip4-lookup"];
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), cut);
+        // And back (the last source gone: tests only).
+        let mut link = |vm: &mut Vlib, from: &str, to: &str| {
+            let w = walk(vm, sw, "ip4-unicast");
+            assert!(w.iter().any(|n| n == check), "{from} -> {to}: {w:?}");
+            vm.add_next_by_name(from, to)
+        };
+        set_source(&mut vm, 77, false, &mut link);
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain);
     }
 
     #[test]
