@@ -605,17 +605,26 @@ impl Sched {
         if unsafe { libc::sched_setscheduler(0, self.policy, &param) } == 0 {
             return Ok(());
         }
-        let e = std::io::Error::last_os_error();
+        Err(self.refused(std::io::Error::last_os_error()))
+    }
+
+    /// The line saying the kernel refused the policy (`e`) and why.
+    fn refused(&self, e: std::io::Error) -> String {
         let hint = if e.raw_os_error() == Some(libc::EPERM) {
             " (a real-time policy needs CAP_SYS_NICE or an RLIMIT_RTPRIO of the priority)"
         } else {
             ""
         };
-        Err(format!(
-            "cpu {{ scheduler-policy {} scheduler-priority {} }}: sched_setscheduler refused: {e}{hint}",
+        // The priority only where it means something (`fifo`, `rr`; 0 for the others).
+        let priority = if matches!(self.policy, libc::SCHED_FIFO | libc::SCHED_RR) {
+            format!(" scheduler-priority {}", self.priority)
+        } else {
+            String::new()
+        };
+        format!(
+            "cpu {{ scheduler-policy {}{priority} }}: sched_setscheduler refused: {e}{hint}",
             self.name(),
-            self.priority
-        ))
+        )
     }
 }
 
@@ -1107,6 +1116,23 @@ mod tests {
             sched("cpu { scheduler-policy other }"),
             s(libc::SCHED_OTHER, 0)
         );
+        // A refusal names the priority only for the policies that have one.
+        let eperm = || std::io::Error::from_raw_os_error(libc::EPERM);
+        assert_eq!(
+            Sched {
+                policy: libc::SCHED_BATCH,
+                priority: 0
+            }
+            .refused(std::io::Error::from_raw_os_error(libc::EINVAL)),
+            "cpu { scheduler-policy batch }: sched_setscheduler refused: \
+             Invalid argument (os error 22)"
+        );
+        assert!(Sched {
+            policy: libc::SCHED_RR,
+            priority: 7
+        }
+        .refused(eperm())
+        .starts_with("cpu { scheduler-policy rr scheduler-priority 7 }: sched_setscheduler refused: Operation not permitted"));
         assert_eq!(
             err("cpu { scheduler-policy batch scheduler-priority 5 }"),
             "t.conf:1: scheduler-priority 5: a priority needs scheduler-policy fifo or rr"
