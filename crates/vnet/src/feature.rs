@@ -606,6 +606,15 @@ pub fn set_aggregate_source(vm: &mut Vlib, sw_if: u32, on: bool) {
     });
 }
 
+/// The interfaces registered by [`set_aggregate_source`], in index order.
+pub fn aggregate_sources(vm: &mut Vlib) -> Vec<u32> {
+    vm.ext_mut::<FeatureMain>()
+        .sources
+        .iter()
+        .copied()
+        .collect()
+}
+
 /// How a chain's arcs are added: [`Vlib::add_next_by_name`] (a worker barrier when the arc
 /// is new); tests pass one that looks at the chains in the meantime.
 type Link<'a> = dyn FnMut(&mut Vlib, &str, &str) -> Result<Next, sluice_graph::GraphError> + 'a;

@@ -23,7 +23,7 @@
 //! [`takes_gso`](crate::feature::FeatureDef::takes_gso) (NAT44, ACL, policer: they act on
 //! single packets, NAT44 rewrites checksums); features before it see aggregates whole.
 //! It is there only while some interface can receive aggregates
-//! ([`crate::feature::set_aggregate_source`]: af_packet, tap with offloads, memif); without
+//! ([`crate::feature::set_aggregate_source`]: af_packet, tap with offloads, memif with `gso`); without
 //! one (pg, loopbacks, af_xdp, ...) no packet is an aggregate and the chains skip it.
 //! Other packets pass through unchanged. On `ip4-unicast`/`ip6-unicast` packets start at
 //! their IP header: each segment keeps the L2 header in front, starts at its IP header and

@@ -296,8 +296,9 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
     };
     sluice_vnet::devices::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut AfTx| &mut n.table);
     sluice_vnet::output::set_gso(vm, sw, c.gso && tx.iter().all(|q| q.takes_gso()));
-    // Its rx ring may hand the kernel's GRO aggregates over whole (`PACKET_VNET_HDR`).
-    sluice_vnet::feature::set_aggregate_source(vm, sw.0, true);
+    // Its rx ring may hand the kernel's GRO aggregates over whole (`PACKET_VNET_HDR`, when
+    // the kernel took it).
+    sluice_vnet::feature::set_aggregate_source(vm, sw.0, rx.iter().any(|r| r.vnet_hdr()));
     set_kicks(vm, sw, Some((tx.clone(), counters.clone())));
     let mut placed = Vec::new();
     for (q, r) in rx.into_iter().enumerate() {
