@@ -36,7 +36,7 @@ use sluice_infra::epoch::{Epochs, Retired, ZeroedAtomicU32s};
 use sluice_infra::hash::FastState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 const EXT: u32 = 0xff00_0000;
@@ -189,9 +189,6 @@ pub struct Ip6Table {
     hosts: AtomicPtr<HostArray>,
     /// Arrays still in their grace period when the writer was dropped: freed with the table.
     graveyard: Mutex<Vec<HostArray>>,
-    /// The /128 routes the host array serves (the writer's `routes[128].len()`, stored by it
-    /// after every change of the array).
-    host_live: AtomicUsize,
 }
 
 impl Drop for Ip6Table {
@@ -251,14 +248,8 @@ impl Ip6Table {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// Number of /128 routes the host table serves (zero without one): what the writer
-    /// counted, not a scan of the array.
-    pub fn host_routes(&self) -> usize {
-        self.host_live.load(Ordering::Relaxed)
-    }
-
-    /// The live slots of the host array, counted (tests: it agrees with
-    /// [`Ip6Table::host_routes`]).
+    /// The live slots of the host array, counted (tests: it agrees with the writer's /128
+    /// routes).
     #[cfg(test)]
     fn host_slots_live(&self) -> usize {
         self.hosts().map_or(0, |h| {
@@ -440,7 +431,6 @@ impl Ip6Lpm {
                 groups: GroupStore::new(),
                 hosts: AtomicPtr::new(std::ptr::null_mut()),
                 graveyard: Mutex::new(Vec::new()),
-                host_live: AtomicUsize::new(0),
             }),
             alloc: GroupAlloc::new(),
             routes: (0..=128).map(|_| HashMap::default()).collect(),
@@ -573,13 +563,6 @@ impl Ip6Lpm {
 
     /// Adds or replaces `addr` in the host table (already in `routes[128]`).
     fn host_insert(&mut self, epochs: &Epochs, addr: u128, value: u32) {
-        self.host_insert_slot(epochs, addr, value);
-        self.table
-            .host_live
-            .store(self.routes[128].len(), Ordering::Relaxed);
-    }
-
-    fn host_insert_slot(&mut self, epochs: &Epochs, addr: u128, value: u32) {
         if let Some(h) = self.table.hosts() {
             match h.find(addr) {
                 Ok(i) => return h.slots[i].value.store(value, Ordering::Release),
@@ -595,13 +578,6 @@ impl Ip6Lpm {
 
     /// Removes `addr` from the host table (already gone from `routes[128]`).
     fn host_remove(&mut self, epochs: &Epochs, addr: u128) {
-        self.host_remove_slot(epochs, addr);
-        self.table
-            .host_live
-            .store(self.routes[128].len(), Ordering::Relaxed);
-    }
-
-    fn host_remove_slot(&mut self, epochs: &Epochs, addr: u128) {
         if self.routes[128].is_empty() {
             return self.host_rebuild(epochs);
         }
@@ -760,8 +736,8 @@ mod tests {
 
     /// The /128 routes the table says it serves, checked against a scan of its array.
     fn hosts_counted(t: &Ip6Lpm) -> usize {
-        let n = t.table().host_routes();
-        assert_eq!(n, t.table().host_slots_live(), "count and array agree");
+        let n = t.routes[128].len();
+        assert_eq!(n, t.table().host_slots_live(), "routes and array agree");
         n
     }
     use proptest::prelude::*;
