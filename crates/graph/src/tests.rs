@@ -471,10 +471,11 @@ fn worker_threads_run_jobs_and_handoff() {
 }
 
 /// On thread 0, hands its frames to itself on thread 1 with `Cx::handoff_or_drop`; on
-/// thread 1, waits for `gate` and frees them.
+/// thread 1, says it `entered`, waits for `gate` and frees them.
 struct Hand {
     thread: usize,
     gate: Arc<Mutex<()>>,
+    entered: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl NodeFn for Hand {
@@ -482,6 +483,8 @@ impl NodeFn for Hand {
         if self.thread == 0 {
             cx.handoff_or_drop(1, frame, Raw(0), Raw(1), Next(0));
         } else {
+            self.entered
+                .store(true, std::sync::atomic::Ordering::Release);
             drop(self.gate.lock().unwrap());
             cx.free(frame);
         }
@@ -497,6 +500,8 @@ impl NodeFn for Hand {
 fn handoff_or_drop_counts_and_drops_what_a_full_queue_refuses() {
     let gate = Arc::new(Mutex::new(()));
     let g = gate.clone();
+    let entered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let e = entered.clone();
     let mut b = GraphBuilder::new();
     nodes::register(&mut b);
     b.register(
@@ -504,6 +509,7 @@ fn handoff_or_drop_counts_and_drops_what_a_full_queue_refuses() {
             Box::new(Hand {
                 thread,
                 gate: g.clone(),
+                entered: e.clone(),
             })
         })
         .nexts(&["error-drop"])
@@ -533,11 +539,10 @@ fn handoff_or_drop_counts_and_drops_what_a_full_queue_refuses() {
     // The worker takes the first frame and waits in the node: the queue then fills.
     send(&mut vm, FRAME_SIZE);
     let t0 = std::time::Instant::now();
-    while !vm.shared.handoff[0][1].is_empty() {
+    while !entered.load(std::sync::atomic::Ordering::Acquire) {
         assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    std::thread::sleep(std::time::Duration::from_millis(50));
     send(&mut vm, HANDOFF_RING + 100);
     let took = (FRAME_SIZE + HANDOFF_RING) as u64;
     assert_eq!(
