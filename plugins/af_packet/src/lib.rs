@@ -542,6 +542,42 @@ mod tests {
         parse_create(&mut Args::new(s)).map_err(|e| e.to_string())
     }
 
+    /// An af_packet interface whose rx ring took `PACKET_VNET_HDR` (every kernel this runs
+    /// on) may receive GRO aggregates: a source. On a veth pair of the test's.
+    #[test]
+    fn a_host_interface_is_a_source_of_aggregates() {
+        let n = std::process::id() % 100_000;
+        let (a, b) = (format!("sapa{n}"), format!("sapb{n}"));
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+            eprintln!("skipped: cannot make a veth pair");
+            return;
+        }
+        ip(&["link", "set", &a, "up"]);
+        let entry = sluice_vnet::plugin::PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let (mut vm, _cli) = sluice_vnet::testing::configured(&[entry], 0, 256, &[]);
+        let made = parse(&format!("name {a}"))
+            .and_then(|c| create(&mut vm, &c).map_err(|e| e.to_string()));
+        let sources = sluice_vnet::feature::aggregate_sources(&mut vm);
+        let sw = made
+            .as_ref()
+            .ok()
+            .and_then(|name| vm.ext_mut::<Interfaces>().find(name.trim()).map(|s| s.0));
+        vm.stop_workers();
+        drop(vm);
+        ip(&["link", "del", &a]);
+        assert!(made.is_ok(), "{made:?}");
+        assert_eq!(sources, [sw.expect("the interface")]);
+    }
+
     #[test]
     fn create_arguments() {
         let c = parse("name veth0 num-rx-queues 2 num-tx-queues 3 hw-addr 02:00:00:00:00:09 qdisc-bypass-disable").unwrap();
