@@ -105,6 +105,8 @@ pub struct StartupConfig {
     pub unix: UnixConfig,
     /// `cpu`.
     pub cpu: CpuConfig,
+    /// `cpu { scheduler-policy <p> [scheduler-priority <n>] }`.
+    pub sched: Option<Sched>,
     /// `buffers`.
     pub buffers: PoolConfig,
     /// `api { socket <path> }`.
@@ -486,6 +488,7 @@ fn parse_corelist(c: &SectionCursor, tok: &conf::Token) -> Result<Vec<usize>, Co
 
 fn cpu(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError> {
     let mut c = SectionCursor::new(s, file);
+    let (mut policy, mut priority) = (None, None);
     let ncpu = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -526,8 +529,8 @@ fn cpu(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError
                 ));
             }
             "scheduler-priority" => {
-                ranged(&mut c, k, 0, 99)?;
-                cfg.warnings.push(format!("{file}:{}: cpu {{ scheduler-priority }}: ignored (threads keep the default policy)", k.line));
+                let v = c.value_u64(k)?;
+                priority = Some((k.clone(), v.min(u32::MAX as u64) as u32));
             }
             "relative" => cfg.warnings.push(format!(
                 "{file}:{}: cpu {{ relative }}: ignored (core numbers are absolute)",
@@ -535,7 +538,7 @@ fn cpu(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError
             )),
             "scheduler-policy" => {
                 let v = c.value(k)?;
-                if !["rr", "fifo", "batch", "idle", "other"].contains(&v.text.as_str()) {
+                let Some(&(_, p)) = SCHED_POLICIES.iter().find(|(n, _)| *n == v.text) else {
                     return Err(c.error(
                         v,
                         &format!(
@@ -543,16 +546,105 @@ fn cpu(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError
                             v.text
                         ),
                     ));
-                }
-                cfg.warnings.push(format!(
-                    "{file}:{}: cpu {{ scheduler-policy }}: ignored (threads keep the default policy)",
-                    k.line
-                ));
+                };
+                policy = Some(p);
             }
             _ => return Err(c.unknown(k)),
         }
     }
-    Ok(())
+    let rt = matches!(policy, Some(libc::SCHED_FIFO | libc::SCHED_RR));
+    match priority {
+        // VPP: "scheduling priority (n) is not allowed for `normal` scheduling policy".
+        Some((k, p)) if !rt => Err(c.error(
+            &k,
+            &format!("scheduler-priority {p}: a priority needs scheduler-policy fifo or rr"),
+        )),
+        p => {
+            cfg.sched = policy.map(|policy| sched(policy, p.map(|p| p.1)));
+            Ok(())
+        }
+    }
+}
+
+/// `scheduler-policy` names and their policies.
+const SCHED_POLICIES: &[(&str, libc::c_int)] = &[
+    ("other", libc::SCHED_OTHER),
+    ("fifo", libc::SCHED_FIFO),
+    ("rr", libc::SCHED_RR),
+    ("batch", libc::SCHED_BATCH),
+    ("idle", libc::SCHED_IDLE),
+];
+
+/// The scheduling policy of the threads (`cpu { scheduler-policy ... }`), as VPP sets it:
+/// on the main thread before it starts the workers, which inherit it ([`Sched::apply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sched {
+    /// `SCHED_*`.
+    pub policy: libc::c_int,
+    /// The static priority (1..99 for `fifo`/`rr`, 0 for the others).
+    pub priority: libc::c_int,
+}
+
+impl Sched {
+    /// The policy's `startup.conf` name.
+    pub fn name(&self) -> &'static str {
+        SCHED_POLICIES
+            .iter()
+            .find(|(_, p)| *p == self.policy)
+            .map_or("?", |(n, _)| n)
+    }
+
+    /// Sets the calling thread's policy (threads it starts afterwards inherit it): one line
+    /// saying what was refused and why.
+    pub fn apply(&self) -> Result<(), String> {
+        let param = libc::sched_param {
+            sched_priority: self.priority,
+        };
+        // SAFETY: `param` is a valid sched_param that outlives the call; pid 0 is the
+        // calling thread.
+        if unsafe { libc::sched_setscheduler(0, self.policy, &param) } == 0 {
+            return Ok(());
+        }
+        Err(self.refused(std::io::Error::last_os_error()))
+    }
+
+    /// The line saying the kernel refused the policy (`e`) and why.
+    fn refused(&self, e: std::io::Error) -> String {
+        let hint = if e.raw_os_error() == Some(libc::EPERM) {
+            " (a real-time policy needs CAP_SYS_NICE or an RLIMIT_RTPRIO of the priority)"
+        } else {
+            ""
+        };
+        // The priority only where it means something (`fifo`, `rr`; 0 for the others).
+        let priority = if matches!(self.policy, libc::SCHED_FIFO | libc::SCHED_RR) {
+            format!(" scheduler-priority {}", self.priority)
+        } else {
+            String::new()
+        };
+        format!(
+            "cpu {{ scheduler-policy {}{priority} }}: sched_setscheduler refused: {e}{hint}",
+            self.name(),
+        )
+    }
+}
+
+/// A policy and its priority as VPP takes them: clamped to the range of `fifo`/`rr` (whose
+/// priority without one is the lowest: VPP keeps the thread's current one, 0, and its call
+/// then fails unseen); 0 for the others.
+fn sched(policy: libc::c_int, priority: Option<u32>) -> Sched {
+    let priority = if matches!(policy, libc::SCHED_FIFO | libc::SCHED_RR) {
+        // SAFETY: plain queries of the policy's range.
+        let (lo, hi) = unsafe {
+            (
+                libc::sched_get_priority_min(policy),
+                libc::sched_get_priority_max(policy),
+            )
+        };
+        priority.map_or(lo, |p| (p.min(hi as u32) as libc::c_int).max(lo))
+    } else {
+        0
+    };
+    Sched { policy, priority }
 }
 
 fn buffers(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError> {
@@ -988,5 +1080,75 @@ mod tests {
         let c = parse("", "t.conf", &[]).unwrap();
         assert!(c.cpu.workers.is_empty());
         assert_eq!(c.buffers.buffers, sluice_buffer::DEFAULT_BUFFERS);
+    }
+
+    #[test]
+    fn scheduler_policy_and_priority_as_vpp_takes_them() {
+        let sched = |t: &str| {
+            let c = parse(t, "t.conf", &[]).unwrap();
+            assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+            c.sched
+        };
+        let s = |policy, priority| Some(Sched { policy, priority });
+        assert_eq!(sched("cpu { workers 1 }"), None);
+        assert_eq!(
+            sched("cpu { scheduler-policy fifo scheduler-priority 50 }"),
+            s(libc::SCHED_FIFO, 50)
+        );
+        // Clamped to the policy's range; the lowest when not given.
+        assert_eq!(
+            sched("cpu { scheduler-priority 150 scheduler-policy rr }"),
+            s(libc::SCHED_RR, 99)
+        );
+        assert_eq!(
+            sched("cpu { scheduler-policy fifo }"),
+            s(libc::SCHED_FIFO, 1)
+        );
+        assert_eq!(
+            sched("cpu { scheduler-policy batch }"),
+            s(libc::SCHED_BATCH, 0)
+        );
+        assert_eq!(
+            sched("cpu { scheduler-policy idle }"),
+            s(libc::SCHED_IDLE, 0)
+        );
+        assert_eq!(
+            sched("cpu { scheduler-policy other }"),
+            s(libc::SCHED_OTHER, 0)
+        );
+        // A refusal names the priority only for the policies that have one.
+        let eperm = || std::io::Error::from_raw_os_error(libc::EPERM);
+        assert_eq!(
+            Sched {
+                policy: libc::SCHED_BATCH,
+                priority: 0
+            }
+            .refused(std::io::Error::from_raw_os_error(libc::EINVAL)),
+            "cpu { scheduler-policy batch }: sched_setscheduler refused: \
+             Invalid argument (os error 22)"
+        );
+        assert!(Sched {
+            policy: libc::SCHED_RR,
+            priority: 7
+        }
+        .refused(eperm())
+        .starts_with("cpu { scheduler-policy rr scheduler-priority 7 }: sched_setscheduler refused: Operation not permitted"));
+        assert_eq!(
+            err("cpu { scheduler-policy batch scheduler-priority 5 }"),
+            "t.conf:1: scheduler-priority 5: a priority needs scheduler-policy fifo or rr"
+        );
+        assert_eq!(
+            err("cpu {\n scheduler-priority 5 }"),
+            "t.conf:2: scheduler-priority 5: a priority needs scheduler-policy fifo or rr"
+        );
+        assert_eq!(
+            err("cpu { scheduler-policy deadline }"),
+            "t.conf:1: bad scheduler-policy `deadline': expected rr, fifo, batch, idle or other"
+        );
+        let e = Sched {
+            policy: libc::SCHED_FIFO,
+            priority: 50,
+        };
+        assert_eq!(e.name(), "fifo");
     }
 }

@@ -241,6 +241,10 @@ fn main() -> ExitCode {
     let foreground = cfg.unix.nodaemon || o.demo;
     // Before forking: what can fail here is reported on the terminal.
     let pre = (|| -> Result<Option<(PathBuf, std::fs::File)>, String> {
+        // As VPP: on the main thread, before the workers start (they inherit it).
+        if let Some(s) = &cfg.sched {
+            s.apply()?;
+        }
         if let Some((g, name)) = &cfg.unix.gid {
             daemon::set_group(*g, name)?;
         }

@@ -525,3 +525,77 @@ fn long_show_ip_fib_is_streamed_in_pieces_equal_to_the_whole_text() {
     assert!(sluice_cli::proto::read_response(&mut s).unwrap().0);
     d.stop();
 }
+
+/// `cpu { scheduler-policy batch }` is set as VPP sets it: on the main thread before the
+/// workers start, so the worker (and the main thread) run with it, read back from the
+/// kernel per thread.
+#[test]
+fn scheduler_policy_reaches_the_worker_threads() {
+    let d = Daemon::start("sched", "cpu { workers 1 scheduler-policy batch }");
+    let pid = d.child.id();
+    let mut seen = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let name = std::fs::read_to_string(t.join("comm")).unwrap_or_default();
+        let tid: i32 = t.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        // SAFETY: a plain query of a thread's policy.
+        let policy = unsafe { libc::sched_getscheduler(tid) };
+        seen.push((name.trim().to_string(), tid, policy));
+    }
+    let of = |want: &dyn Fn(&str, i32) -> bool| {
+        seen.iter().find(|(n, tid, _)| want(n, *tid)).map(|s| s.2)
+    };
+    assert_eq!(
+        of(&|n, _| n == "sluice_wk_0"),
+        Some(libc::SCHED_BATCH),
+        "{seen:?}"
+    );
+    assert_eq!(
+        of(&|_, tid| tid as u32 == pid),
+        Some(libc::SCHED_BATCH),
+        "{seen:?}"
+    );
+}
+
+/// A policy the kernel refuses (a real-time one without CAP_SYS_NICE) stops the start with
+/// one line naming it and why.
+#[test]
+fn a_refused_scheduler_policy_stops_the_start_with_one_line() {
+    let have = |c: &str| Command::new(c).arg("--version").output().is_ok();
+    if !have("setpriv") || !have("prlimit") {
+        eprintln!("skipped: no setpriv or prlimit");
+        return;
+    }
+    let dir = tmpdir("sched-eperm");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // As nobody, without capabilities and with RLIMIT_RTPRIO 0: SCHED_FIFO is refused.
+    let o = Command::new("prlimit")
+        .args([
+            "--rtprio=0",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_sluice"))
+        .args(["unix", "{", "nodaemon", "cli-listen"])
+        .arg(dir.join("s.sock"))
+        .args(["}", "cpu", "{", "workers", "1", "scheduler-policy", "fifo"])
+        .args(["scheduler-priority", "10", "}"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if err.contains("Permission denied") && !err.contains("sched_setscheduler") {
+        eprintln!("skipped: nobody cannot run the test binary here: {err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.trim(),
+        "sluice: cpu { scheduler-policy fifo scheduler-priority 10 }: sched_setscheduler refused: \
+         Operation not permitted (os error 1) (a real-time policy needs CAP_SYS_NICE or an \
+         RLIMIT_RTPRIO of the priority)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -970,8 +970,12 @@ fn check_validates_ranges_and_referenced_files() {
             format!("sluice: {c}:1: cli-max-clients 0 out of range 1..4096"),
         ),
         (
+            // Without fifo/rr a priority is an error; with them it is clamped to the
+            // policy's range as VPP does (config.rs tests), so no range error is left.
             "cpu {\n scheduler-priority 500 }\n",
-            format!("sluice: {c}:2: scheduler-priority 500 out of range 0..99"),
+            format!(
+                "sluice: {c}:2: scheduler-priority 500: a priority needs scheduler-policy fifo or rr"
+            ),
         ),
         (
             // A missing start-up script is a warning as in VPP; `exec-strict` makes it fatal.

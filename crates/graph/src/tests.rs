@@ -470,6 +470,105 @@ fn worker_threads_run_jobs_and_handoff() {
     assert_eq!(vm.pool.stats().in_use, 0);
 }
 
+/// On thread 0, hands its frames to itself on thread 1 with `Cx::handoff_or_drop`; on
+/// thread 1, says it `entered`, waits for `gate` and frees them.
+struct Hand {
+    thread: usize,
+    gate: Arc<Mutex<()>>,
+    entered: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl NodeFn for Hand {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        if self.thread == 0 {
+            cx.handoff_or_drop(1, frame, Raw(0), Raw(1), Next(0));
+        } else {
+            self.entered
+                .store(true, std::sync::atomic::Ordering::Release);
+            drop(self.gate.lock().unwrap());
+            cx.free(frame);
+        }
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// What the handoff queue takes is counted as handed off; what a full queue refuses goes
+/// to error-drop with the congestion error (counted, freed), none lost.
+#[test]
+fn handoff_or_drop_counts_and_drops_what_a_full_queue_refuses() {
+    let gate = Arc::new(Mutex::new(()));
+    let g = gate.clone();
+    let entered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let e = entered.clone();
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    b.register(
+        NodeRegistration::new("hand", NodeKind::Internal, move |thread| {
+            Box::new(Hand {
+                thread,
+                gate: g.clone(),
+                entered: e.clone(),
+            })
+        })
+        .nexts(&["error-drop"])
+        .counters(&[
+            CounterDesc::info("handoff", "handed to another thread"),
+            CounterDesc::error("congestion_drop", "handoff queue full"),
+        ]),
+    );
+    let cpu = CpuConfig {
+        main_core: None,
+        workers: vec![None],
+    };
+    let pool = PoolConfig {
+        buffers: 2 * HANDOFF_RING as u32,
+        ..small_pool()
+    };
+    let mut vm = Vlib::new(b, &cpu, &pool).unwrap();
+    let hand = vm.registry.find("hand").unwrap();
+    let send = |vm: &mut Vlib, n: usize| {
+        let pkts = make_packets(vm, &vec![0u8; n]);
+        for f in pkts.chunks(FRAME_SIZE) {
+            vm.main.inject(hand, f);
+            vm.main.drain();
+        }
+    };
+    let held = gate.lock().unwrap();
+    // The worker takes the first frame and waits in the node: the queue then fills.
+    send(&mut vm, FRAME_SIZE);
+    let t0 = std::time::Instant::now();
+    while !entered.load(std::sync::atomic::Ordering::Acquire) {
+        assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    send(&mut vm, HANDOFF_RING + 100);
+    let took = (FRAME_SIZE + HANDOFF_RING) as u64;
+    assert_eq!(
+        counter(&vm, "hand", 0),
+        took,
+        "handoff counts what the queue took"
+    );
+    assert_eq!(
+        counter(&vm, "hand", 1),
+        100,
+        "the refused ones as congestion"
+    );
+    assert_eq!(
+        vm.pool.stats().in_use as u64,
+        took,
+        "the refused ones freed"
+    );
+    drop(held);
+    let t0 = std::time::Instant::now();
+    while vm.pool.stats().in_use != 0 {
+        assert!(t0.elapsed().as_secs() < 20, "the worker did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    vm.stop_workers();
+}
+
 struct Bad;
 impl PacketNode for Bad {
     fn process_one(&mut self, _cx: &mut Cx, _b: &mut Buffer<'_>) -> Next {

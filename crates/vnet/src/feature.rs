@@ -42,28 +42,40 @@ pub const MAX_SLOTS: usize = 128;
 
 /// Per (node slot, interface): the next arc index + 1 (0 = the node's default arc); per
 /// slot, how many interfaces have a non-default entry.
+///
+/// A slot's row has one entry more than [`MAX_IFS`], never written: an interface index at
+/// or past `MAX_IFS` (a corrupt `rx_if`/`tx_if`) reads it (one `min`, no branch) and gets
+/// the default arc, rather than another slot's entry (an arc index of some other node).
 pub struct FeatureNext {
     t: Box<[AtomicU16]>,
     used: Box<[AtomicU32]>,
 }
 
+/// Entries per slot: every interface and the "out of range" one.
+const ROW: usize = MAX_IFS + 1;
+
 impl Default for FeatureNext {
     fn default() -> Self {
         FeatureNext {
-            t: (0..MAX_SLOTS * MAX_IFS)
-                .map(|_| AtomicU16::new(0))
-                .collect(),
+            t: (0..MAX_SLOTS * ROW).map(|_| AtomicU16::new(0)).collect(),
             used: (0..MAX_SLOTS).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 }
 
 impl FeatureNext {
+    /// The entry of (`slot`, `sw_if`): an interface past the table reads the row's spare
+    /// entry (always 0); a slot past the table, none.
+    #[inline(always)]
+    fn entry(&self, slot: usize, sw_if: u32) -> Option<&AtomicU16> {
+        self.t.get(slot * ROW + (sw_if as usize).min(MAX_IFS))
+    }
+
     /// The arc node `slot` takes for a packet of interface `sw_if` (rx or tx, as the arc is
-    /// keyed), or `default`.
+    /// keyed), or `default` (also for an interface index past the table).
     #[inline(always)]
     pub fn next(&self, slot: usize, sw_if: u32, default: Next) -> Next {
-        match self.t.get(slot * MAX_IFS + sw_if as usize) {
+        match self.entry(slot, sw_if) {
             Some(v) => match v.load(Ordering::Relaxed) {
                 0 => default,
                 n => Next(n - 1),
@@ -82,10 +94,10 @@ impl FeatureNext {
     }
 
     fn set(&self, slot: usize, sw_if: u32, next: Option<Next>) {
-        let (Some(v), Some(used)) = (
-            self.t.get(slot * MAX_IFS + sw_if as usize),
-            self.used.get(slot),
-        ) else {
+        if sw_if as usize >= MAX_IFS {
+            return;
+        }
+        let (Some(v), Some(used)) = (self.entry(slot, sw_if), self.used.get(slot)) else {
             return;
         };
         let new = next.map(|n| n.0 + 1).unwrap_or(0);
@@ -571,6 +583,60 @@ pub struct FeatureMain {
     /// Every arc and feature (set when the graph is assembled).
     pub registry: Option<Arc<FeatureRegistry>>,
     enabled: BTreeMap<(u32, &'static str), BTreeSet<String>>,
+    /// Interfaces whose driver may receive GSO aggregates ([`set_aggregate_source`]):
+    /// while there is none, no packet is an aggregate and no chain has a cutting node.
+    sources: BTreeSet<u32>,
+}
+
+/// Says whether interface `sw_if`'s driver may receive GSO aggregates (af_packet with
+/// `PACKET_VNET_HDR`, tap with offloads, memif with `gso`: the drivers that call
+/// [`crate::offload::Gso::set_meta`]). An arc's cutting node ([`ArcDef::gso`]) is put in the
+/// feature chains only while some interface may: an aggregate can reach any interface's
+/// chain (a BVI, a tunnel, a tx arc), so the test is global. When the first source comes,
+/// every chain is written again, under traffic ([`write_chain`] keeps every intermediate
+/// state a whole chain).
+///
+/// A source stays registered until exit: no driver calls this with `on == false` when its
+/// interface is deleted, as aggregates it received may still be queued (in frames, handoff
+/// queues, tx rings) and would then reach a chain without its cutting node. `false` is for
+/// tests.
+pub fn set_aggregate_source(vm: &mut Vlib, sw_if: u32, on: bool) {
+    set_source(vm, sw_if, on, &mut |vm, from, to| {
+        vm.add_next_by_name(from, to)
+    });
+}
+
+/// The interfaces registered by [`set_aggregate_source`], in index order.
+pub fn aggregate_sources(vm: &mut Vlib) -> Vec<u32> {
+    vm.ext_mut::<FeatureMain>()
+        .sources
+        .iter()
+        .copied()
+        .collect()
+}
+
+/// How a chain's arcs are added: [`Vlib::add_next_by_name`] (a worker barrier when the arc
+/// is new); tests pass one that looks at the chains in the meantime.
+type Link<'a> = dyn FnMut(&mut Vlib, &str, &str) -> Result<Next, sluice_graph::GraphError> + 'a;
+
+fn set_source(vm: &mut Vlib, sw_if: u32, on: bool, link: &mut Link) {
+    let fm = vm.ext_mut::<FeatureMain>();
+    let had = !fm.sources.is_empty();
+    if on {
+        fm.sources.insert(sw_if);
+    } else {
+        fm.sources.remove(&sw_if);
+    }
+    let has = !fm.sources.is_empty();
+    if had == has {
+        return;
+    }
+    let keys: Vec<(u32, &'static str)> = fm.enabled.keys().copied().collect();
+    for (sw, arc) in keys {
+        if let Err(e) = write_chain(vm, sw, arc, link) {
+            log::warn!("feature arc {arc} of interface {sw}: {e}");
+        }
+    }
 }
 
 /// Installs the registry built at registration (`plugin::assemble`).
@@ -609,7 +675,6 @@ pub fn set_feature(
             "unknown feature `{feature}' on arc `{arc}'{hint}"
         )));
     }
-    let table = reg.table();
     let set = vm
         .ext_mut::<FeatureMain>()
         .enabled
@@ -620,39 +685,71 @@ pub fn set_feature(
     } else {
         set.remove(feature);
     }
-    let order = ordered(&reg, a, set).map_err(|e| VnetError::invalid(e.msg))?;
-    // Reset every participant's entry for this interface, then write the chain (nothing
-    // enabled: the start node keeps its default arc).
-    for x in reg
-        .features_of(a)
-        .map(|f| f.node)
+    write_chain(vm, sw_if, a.name, &mut |vm, from, to| {
+        vm.add_next_by_name(from, to)
+    })
+}
+
+/// Writes interface `sw_if`'s chain of arc `arc` into the next table from its enabled
+/// features (and the arc's cutting node while aggregates may exist).
+///
+/// Workers read the table while it is written, so every state between two stores is a
+/// whole chain, old or new: every arc is added first (`link`, a worker barrier that may
+/// last while packets run), then the entries are stored from the last link to the first
+/// (the start's entry last: until then packets take the old chain, whose links are
+/// unchanged or already lead into the new chain's rest), and only then are the entries of
+/// nodes that left the chain reset (no packet reaches them any more but those in flight,
+/// which take the arc's end as before).
+fn write_chain(vm: &mut Vlib, sw_if: u32, arc: &str, link: &mut Link) -> crate::error::VnetResult {
+    use crate::error::VnetError;
+    let reg = registry(vm);
+    let a = reg
+        .arc(arc)
+        .ok_or_else(|| VnetError::invalid(format!("unknown feature arc `{arc}'")))?;
+    let table = reg.table();
+    let fm = vm.ext_mut::<FeatureMain>();
+    let cut = !fm.sources.is_empty();
+    let set = fm
+        .enabled
+        .get(&(sw_if, a.name))
+        .cloned()
+        .unwrap_or_default();
+    let order = ordered(&reg, a, &set).map_err(|e| VnetError::invalid(e.msg))?;
+    // The new chain (nothing enabled: none, the start node takes its default arc).
+    let mut chain: Vec<String> = Vec::new();
+    if !order.is_empty() {
+        chain.push(a.start.to_string());
+        chain.extend(order);
+        // Aggregates are cut before the first feature that does not take them.
+        if let Some(g) = a.gso.filter(|_| cut) {
+            if let Some(i) = chain[1..].iter().position(|f| !reg.takes_gso(a, f)) {
+                chain.insert(i + 1, g.node.to_string());
+            }
+        }
+        chain.push(a.end.to_string());
+    }
+    // Every arc first: the barriers run while the table still holds the old chain.
+    let mut links = Vec::with_capacity(chain.len());
+    for w in chain.windows(2) {
+        let next = link(vm, &w[0], &w[1]).map_err(|e| VnetError::System(e.to_string()))?;
+        links.push((reg.slot(&w[0]), next));
+    }
+    // Then the entries, last link first.
+    for (slot, next) in links.into_iter().rev() {
+        if let Some(s) = slot {
+            table.set(s, sw_if, Some(next));
+        }
+    }
+    // Last, the nodes out of the chain (the start node too when nothing is enabled).
+    for x in std::iter::once(a.start)
+        .chain(reg.features_of(a).map(|f| f.node))
         .chain(a.gso.map(|g| g.node))
     {
+        if chain.iter().any(|c| c == x) {
+            continue;
+        }
         if let Some(s) = reg.slot(x) {
             table.set(s, sw_if, None);
-        }
-    }
-    if order.is_empty() {
-        if let Some(s) = reg.slot(a.start) {
-            table.set(s, sw_if, None);
-        }
-        return Ok(());
-    }
-    let mut chain: Vec<String> = vec![a.start.to_string()];
-    chain.extend(order);
-    // Aggregates are cut before the first feature that does not take them.
-    if let Some(g) = a.gso {
-        if let Some(i) = chain[1..].iter().position(|f| !reg.takes_gso(a, f)) {
-            chain.insert(i + 1, g.node.to_string());
-        }
-    }
-    chain.push(a.end.to_string());
-    for w in chain.windows(2) {
-        let next = vm
-            .add_next_by_name(&w[0], &w[1])
-            .map_err(|e| VnetError::System(e.to_string()))?;
-        if let Some(s) = reg.slot(&w[0]) {
-            table.set(s, sw_if, Some(next));
         }
     }
     Ok(())
@@ -779,6 +876,25 @@ mod tests {
     }
 
     #[test]
+    fn interfaces_past_the_table_take_the_default_not_another_slots_entry() {
+        let t = FeatureNext::default();
+        // The first interfaces of slot 3 (what slot 2's index past the table used to read).
+        t.set(3, 0, Some(Next(4)));
+        t.set(3, 1, Some(Next(5)));
+        t.set(2, MAX_IFS as u32, Some(Next(6)));
+        t.set(2, u32::MAX, Some(Next(6)));
+        assert!(!t.any(2), "no entry written past the table");
+        for sw_if in [MAX_IFS as u32, MAX_IFS as u32 + 1, u32::MAX] {
+            assert_eq!(t.next(2, sw_if, Next(1)), Next(1), "interface {sw_if}");
+            let mut run = ArcRun::new(2);
+            run.begin_frame(&t, Next(1));
+            assert_eq!(run.next(&t, sw_if, Next(1)), Next(1));
+        }
+        assert_eq!(t.next(3, 1, Next(1)), Next(5));
+        assert_eq!(t.next(MAX_SLOTS - 1, u32::MAX, Next(2)), Next(2));
+    }
+
+    #[test]
     fn arcs_and_features_get_their_own_slots() {
         let mut r = FeatureRegistry::default();
         for a in VNET_ARCS {
@@ -815,6 +931,74 @@ mod tests {
             r.add_feature(plain("ip6-unicast", "test-feature")),
             Err(FeatureError::DuplicateNode("test-feature"))
         );
+    }
+
+    /// The nodes a packet of interface `sw` takes on arc `arc` from its start to its end
+    /// (an entry of 0: the node's default arc, the arc's end), as the workers read them.
+    fn walk(vm: &mut Vlib, sw: u32, arc: &str) -> Vec<String> {
+        let reg = registry(vm);
+        let a = reg.arc(arc).expect("arc");
+        let table = reg.table();
+        let mut at = a.start.to_string();
+        let mut seen = vec![at.clone()];
+        while at != a.end && seen.len() < 16 {
+            let slot = reg.slot(&at).expect("a chain node has a slot");
+            let from = vm.registry.lookup(&at).expect("node");
+            at = match table.next(slot, sw, Next(u16::MAX)) {
+                Next(u16::MAX) => a.end.to_string(),
+                Next(n) => {
+                    let to = vm.registry.node(from).nexts[n as usize];
+                    vm.registry.node(to).name.clone()
+                }
+            };
+            seen.push(at.clone());
+        }
+        seen
+    }
+
+    /// The first source of aggregates rewrites every chain while workers forward: at every
+    /// arc added (a worker barrier, packets still running) and at the end, a packet of
+    /// loop0 on `ip4-unicast` passes its feature before `ip4-lookup` (the old order reset
+    /// the entries first, then stored `ip4-input -> ip4-gso-segment` before adding
+    /// `ip4-gso-segment -> feature`: packets skipped the feature in between).
+    #[test]
+    fn a_chain_is_whole_at_every_step_of_its_rewrite() {
+        let check = "ip4-source-check-via-rx";
+        let (mut vm, _cli) = crate::testing::configured(
+            &[],
+            0,
+            64,
+            &[
+                "create loopback interface",
+                &format!("set interface feature loop0 {check} arc ip4-unicast"),
+            ],
+        );
+        let sw = vm
+            .ext_mut::<crate::Interfaces>()
+            .find("loop0")
+            .expect("loop0")
+            .0;
+        let plain = ["ip4-input", check, "ip4-lookup"];
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain);
+        let mut barriers = 0;
+        let mut link = |vm: &mut Vlib, from: &str, to: &str| {
+            barriers += 1;
+            let w = walk(vm, sw, "ip4-unicast");
+            assert!(w.iter().any(|n| n == check), "{from} -> {to}: {w:?}");
+            vm.add_next_by_name(from, to)
+        };
+        set_source(&mut vm, 77, true, &mut link);
+        assert_eq!(barriers, 3, "3 links");
+        let cut = ["ip4-input", crate::gso::IP4_NAME, check, "ip4-lookup"];
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), cut);
+        // And back (the last source gone: tests only).
+        let mut link = |vm: &mut Vlib, from: &str, to: &str| {
+            let w = walk(vm, sw, "ip4-unicast");
+            assert!(w.iter().any(|n| n == check), "{from} -> {to}: {w:?}");
+            vm.add_next_by_name(from, to)
+        };
+        set_source(&mut vm, 77, false, &mut link);
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain);
     }
 
     #[test]

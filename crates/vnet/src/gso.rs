@@ -22,6 +22,9 @@
 //! chain before the first enabled feature that does not declare
 //! [`takes_gso`](crate::feature::FeatureDef::takes_gso) (NAT44, ACL, policer: they act on
 //! single packets, NAT44 rewrites checksums); features before it see aggregates whole.
+//! It is there only while some interface can receive aggregates
+//! ([`crate::feature::set_aggregate_source`]: af_packet, tap with offloads, memif with `gso`); without
+//! one (pg, loopbacks, af_xdp, ...) no packet is an aggregate and the chains skip it.
 //! Other packets pass through unchanged. On `ip4-unicast`/`ip6-unicast` packets start at
 //! their IP header: each segment keeps the L2 header in front, starts at its IP header and
 //! goes on to the next feature; the aggregate is parsed from its Ethernet header,
@@ -43,8 +46,11 @@
 
 use crate::feature::{ArcDef, ArcKey, FeatureNext, FeatureRegistry};
 use crate::offload::{segment_chain, SegmentError, MAX_SEGMENTS};
-use sluice_buffer::{flags, BufIdx};
-use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE};
+use sluice_buffer::{flags, BufIdx, BufferHeader};
+use sluice_graph::{
+    Cx, FrameScratch, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE,
+    SCRATCH_AHEAD,
+};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -111,34 +117,43 @@ pub struct GsoSegment {
 }
 
 impl GsoSegment {
-    /// The feature form: the packets before the frame's first aggregate (all of them in the
-    /// common case) to their next feature in one batched enqueue; returns how many were
-    /// sent (0 for the fixed form), so the cutting loop starts at the first aggregate.
-    ///
-    /// The usual frame (no aggregate, one interface) is one pass OR-ing the packets' flags
-    /// and interface differences, one table read and the frame handed on whole.
-    fn pass_plain(&self, cx: &mut Cx, frame: &[BufIdx]) -> usize {
-        let Onward::Feature {
-            table, slot, key, ..
-        } = &self.onward
-        else {
-            return 0;
-        };
-        let frame = &frame[..frame.len().min(FRAME_SIZE)];
-        let Some(&first) = frame.first() else {
-            return 0;
-        };
+    /// The feature form. The frame's header addresses come from the thread's frame scratch
+    /// (resolved by the node before when it handed the frame on whole: one compare of the
+    /// indices). The usual frame (no aggregate, one interface) is one pass OR-ing the
+    /// packets' `GSO` flags and interface differences, one table read and the frame handed
+    /// on whole. Otherwise one pass that reads each header once: runs of plain packets go
+    /// to their next features in batched enqueues (their arcs in the scratch's `nexts`), an
+    /// aggregate is cut where it stands (after the run before it, so a flow keeps its order).
+    fn feature_frame(
+        &self,
+        cx: &mut Cx,
+        frame: &[BufIdx],
+        table: &FeatureNext,
+        slot: usize,
+        key: ArcKey,
+        at_l3: bool,
+    ) {
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        if frame.is_empty() {
+            return;
+        }
         let arena = cx.arena();
-        arena.check_frame(frame);
-        // SAFETY: this node owns the frame's buffers, every index in the arena (checked
-        // above); short-lived header access.
-        let sw_if = key.of(unsafe { arena.header_mut_unchecked(first) });
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let hdr = |i: usize| {
+            // SAFETY: this node owns the frame's buffers; `addrs` was resolved from `frame`
+            // above; short-lived header access, one buffer at a time.
+            unsafe { arena.buffer_at(addrs, i, frame[i]) }.hdr
+        };
+        let sw_if = key.of(hdr(0));
         // One loop per key, so the loop has no match on it.
-        let fold = |of: fn(&sluice_buffer::BufferHeader) -> u32| {
+        let fold = |of: fn(&BufferHeader) -> u32| {
             let mut odd = 0u32;
-            for &b in frame {
+            for (i, &b) in frame.iter().enumerate() {
                 // SAFETY: as above.
-                let h = unsafe { arena.header_mut_unchecked(b) };
+                let h = unsafe { arena.buffer_at(addrs, i, b) }.hdr;
                 odd |= (h.flags & flags::GSO) | (of(h) ^ sw_if);
             }
             odd
@@ -148,86 +163,81 @@ impl GsoSegment {
             ArcKey::Tx => fold(|h| h.tx_if),
         };
         if odd == 0 {
-            let next = table.next(*slot, sw_if, FeatureSegmentNext::End.next());
+            let next = table.next(slot, sw_if, FeatureSegmentNext::End.next());
             cx.enqueue_all(next, frame);
-            return frame.len();
+            cx.put_frame_scratch(s);
+            return;
         }
-        let mut nexts = [0u16; FRAME_SIZE];
-        let mut plain = frame.len();
-        for (i, (n, &b)) in nexts.iter_mut().zip(frame).enumerate() {
-            // SAFETY: this node owns the frame's buffers; short-lived header access.
-            let h = unsafe { cx.arena().header(b) };
-            if h.flags & flags::GSO != 0 {
-                plain = i;
-                break;
+        let mut segs = [BufIdx(0); MAX_SEGMENTS];
+        let mut run = 0;
+        for (i, &b) in frame.iter().enumerate() {
+            let h = hdr(i);
+            let next = table.next(slot, key.of(h), FeatureSegmentNext::End.next());
+            if h.flags & flags::GSO == 0 {
+                nexts[i] = next.0;
+                continue;
             }
-            *n = table
-                .next(*slot, key.of(h), FeatureSegmentNext::End.next())
-                .0;
+            let rewind = if at_l3 {
+                (h.current_data - h.l2.l2_hdr_offset).max(0) as usize
+            } else {
+                0
+            };
+            cx.enqueue_to_next(&frame[run..i], &nexts[run..i]);
+            run = i + 1;
+            cut(cx, b, next, rewind, &mut segs);
         }
-        cx.enqueue_to_next(&frame[..plain], &nexts[..plain]);
-        plain
+        cx.enqueue_to_next(&frame[run..], &nexts[run..n]);
+        cx.put_frame_scratch(s);
+    }
+}
+
+/// Cuts aggregate `b` (its Ethernet header `rewind` bytes before its data) and sends the
+/// segments to `next`, in rounds of [`MAX_SEGMENTS`]; an aggregate that cannot be cut goes
+/// to `error-drop` with its counted reason.
+fn cut(cx: &mut Cx, b: BufIdx, next: Next, rewind: usize, segs: &mut [BufIdx; MAX_SEGMENTS]) {
+    let mut first = 0;
+    let r = loop {
+        match segment_chain(cx.bufs(), b, rewind, first, segs) {
+            Ok(c) => {
+                cx.count(SegmentCounter::Segments, c.n as u64);
+                cx.enqueue_all(next, &segs[..c.n]);
+                first += c.n;
+                if c.done {
+                    break Ok(());
+                }
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    match r {
+        Ok(()) => cx.count(SegmentCounter::Segmented, 1),
+        Err(e) => {
+            let c = match e {
+                SegmentError::NotCuttable => SegmentCounter::NotCuttable,
+                SegmentError::NoBuffers => SegmentCounter::NoBuffers,
+            };
+            // SAFETY: this node owns the frame's buffers; short-lived header access.
+            unsafe { cx.arena().header_mut(b) }.error = cx.error(c);
+            cx.enqueue(SegmentNext::Drop.next(), b);
+        }
     }
 }
 
 impl NodeFn for GsoSegment {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let plain = self.pass_plain(cx, frame);
-        let mut segs = [BufIdx(0); MAX_SEGMENTS];
-        let drop = SegmentNext::Drop.next();
-        for &b in &frame[plain..] {
-            let (next, rewind) = {
-                // SAFETY: this node owns the frame's buffers; short-lived header access.
-                let h = unsafe { cx.arena().header(b) };
-                match &self.onward {
-                    Onward::Fixed(n) => (*n, 0),
-                    Onward::Feature {
-                        table,
-                        slot,
-                        key,
-                        at_l3,
-                    } => {
-                        let n = table.next(*slot, key.of(h), FeatureSegmentNext::End.next());
-                        if h.flags & flags::GSO == 0 {
-                            cx.enqueue(n, b);
-                            continue;
-                        }
-                        let rewind = if *at_l3 {
-                            (h.current_data - h.l2.l2_hdr_offset).max(0) as usize
-                        } else {
-                            0
-                        };
-                        (n, rewind)
-                    }
-                }
-            };
-            // More than MAX_SEGMENTS segments: cut in rounds.
-            let mut first = 0;
-            let r = loop {
-                match segment_chain(cx.bufs(), b, rewind, first, &mut segs) {
-                    Ok(c) => {
-                        cx.count(SegmentCounter::Segments, c.n as u64);
-                        cx.enqueue_all(next, &segs[..c.n]);
-                        first += c.n;
-                        if c.done {
-                            break Ok(());
-                        }
-                    }
-                    Err(e) => break Err(e),
-                }
-            };
-            match r {
-                Ok(()) => cx.count(SegmentCounter::Segmented, 1),
-                Err(e) => {
-                    let c = match e {
-                        SegmentError::NotCuttable => SegmentCounter::NotCuttable,
-                        SegmentError::NoBuffers => SegmentCounter::NoBuffers,
-                    };
-                    // SAFETY: this node owns the frame's buffers; short-lived header access.
-                    unsafe { cx.arena().header_mut(b) }.error = cx.error(c);
-                    cx.enqueue(drop, b);
+        match &self.onward {
+            Onward::Fixed(next) => {
+                let mut segs = [BufIdx(0); MAX_SEGMENTS];
+                for &b in frame {
+                    cut(cx, b, *next, 0, &mut segs);
                 }
             }
+            Onward::Feature {
+                table,
+                slot,
+                key,
+                at_l3,
+            } => self.feature_frame(cx, frame, table, *slot, *key, *at_l3),
         }
     }
 

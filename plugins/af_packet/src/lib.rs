@@ -296,6 +296,9 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
     };
     sluice_vnet::devices::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut AfTx| &mut n.table);
     sluice_vnet::output::set_gso(vm, sw, c.gso && tx.iter().all(|q| q.takes_gso()));
+    // Its rx ring may hand the kernel's GRO aggregates over whole (`PACKET_VNET_HDR`, when
+    // the kernel took it).
+    sluice_vnet::feature::set_aggregate_source(vm, sw.0, rx.iter().any(|r| r.vnet_hdr()));
     set_kicks(vm, sw, Some((tx.clone(), counters.clone())));
     let mut placed = Vec::new();
     for (q, r) in rx.into_iter().enumerate() {
@@ -537,6 +540,42 @@ mod tests {
 
     fn parse(s: &str) -> Result<CreateArgs, String> {
         parse_create(&mut Args::new(s)).map_err(|e| e.to_string())
+    }
+
+    /// An af_packet interface whose rx ring took `PACKET_VNET_HDR` (every kernel this runs
+    /// on) may receive GRO aggregates: a source. On a veth pair of the test's.
+    #[test]
+    fn a_host_interface_is_a_source_of_aggregates() {
+        let n = std::process::id() % 100_000;
+        let (a, b) = (format!("sapa{n}"), format!("sapb{n}"));
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
+            eprintln!("skipped: cannot make a veth pair");
+            return;
+        }
+        ip(&["link", "set", &a, "up"]);
+        let entry = sluice_vnet::plugin::PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let (mut vm, _cli) = sluice_vnet::testing::configured(&[entry], 0, 256, &[]);
+        let made = parse(&format!("name {a}"))
+            .and_then(|c| create(&mut vm, &c).map_err(|e| e.to_string()));
+        let sources = sluice_vnet::feature::aggregate_sources(&mut vm);
+        let sw = made
+            .as_ref()
+            .ok()
+            .and_then(|name| vm.ext_mut::<Interfaces>().find(name.trim()).map(|s| s.0));
+        vm.stop_workers();
+        drop(vm);
+        ip(&["link", "del", &a]);
+        assert!(made.is_ok(), "{made:?}");
+        assert_eq!(sources, [sw.expect("the interface")]);
     }
 
     #[test]

@@ -357,16 +357,7 @@ fn hand_to_main<C: CounterId>(
     if thread == 0 {
         return false;
     }
-    let node = cx.node();
-    let took = cx.shared().handoff_enqueue(thread, 0, frame, node);
-    cx.count(handoff, took as u64);
-    let lost = &frame[took..];
-    let e = cx.error(congestion);
-    for &bi in lost {
-        // SAFETY: the queue refused these buffers: still owned by this node; one header.
-        unsafe { cx.arena().header_mut(bi) }.error = e;
-    }
-    cx.enqueue_all(InNext::Drop.into(), lost);
+    cx.handoff_or_drop(0, frame, handoff, congestion, InNext::Drop.into());
     true
 }
 

@@ -838,6 +838,9 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
     let sh = Arc::new(sh);
     lock(&c).add_iface(name.clone(), cfg, sh);
     vm.ext_mut::<MemifMain>().created.insert(idx.0, o.clone());
+    // A peer that agrees `gso' sends aggregates (decided at connection time; never
+    // without the option).
+    sluice_vnet::feature::set_aggregate_source(vm, idx.0, o.gso);
     Ok((idx, name))
 }
 
@@ -1026,6 +1029,35 @@ pub fn sockets(vm: &mut Vlib) -> Vec<(u32, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only an interface with `gso` may receive aggregates, so only it puts the GSO
+    /// cutting nodes in the feature chains.
+    #[test]
+    fn only_a_gso_interface_is_a_source_of_aggregates() {
+        let dir = std::env::temp_dir().join(format!("sluice-memif-src-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let entry = sluice_vnet::plugin::PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let sock = format!("create memif socket id 1 filename {}/s.sock", dir.display());
+        let (mut vm, _cli) = sluice_vnet::testing::configured(
+            &[entry],
+            0,
+            256,
+            &[
+                &sock,
+                "create interface memif id 0 socket-id 1 master",
+                "create interface memif id 1 socket-id 1 master gso",
+            ],
+        );
+        let sw = |vm: &mut Vlib, name: &str| vm.ext_mut::<Interfaces>().find(name).unwrap().0;
+        let gso = sw(&mut vm, "memif1/1");
+        sw(&mut vm, "memif1/0");
+        assert_eq!(sluice_vnet::feature::aggregate_sources(&mut vm), [gso]);
+        drop(vm);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn poll_gaps_bucket_by_log2_microseconds() {

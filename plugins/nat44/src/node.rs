@@ -952,25 +952,12 @@ impl NodeFn for NatNode {
         }
         cx.put_frame_scratch(scratch);
         if handed {
-            let node = cx.node();
             for (t, h) in hand.iter_mut().enumerate() {
                 if h.is_empty() {
                     continue;
                 }
-                let took = cx.shared().handoff_enqueue(me, t, h, node);
-                cx.count(NatCounter::Handoff, took as u64);
-                // What the full queue refused goes to error-drop (counted there as
-                // `congestion_drop`, seen by a drop trace), as hoststack's handoff does.
-                let lost = &h[took..];
-                if !lost.is_empty() {
-                    let e = cx.error(NatCounter::Congestion);
-                    for &bi in lost {
-                        // SAFETY: the queue refused these buffers: this node still owns
-                        // them; one header at a time.
-                        unsafe { arena.header_mut(bi) }.error = e;
-                    }
-                    cx.enqueue_all(NatNext::Drop.next(), lost);
-                }
+                let (handoff, congestion) = (NatCounter::Handoff, NatCounter::Congestion);
+                cx.handoff_or_drop(t, h, handoff, congestion, NatNext::Drop.next());
                 h.clear();
             }
         }

@@ -531,6 +531,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
     };
     sluice_vnet::devices::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut TapTx| &mut n.table);
     sluice_vnet::output::set_gso(vm, sw, true);
+    // With offloads on, the kernel hands aggregates over whole.
+    sluice_vnet::feature::set_aggregate_source(vm, sw.0, !c.no_gso);
     let hz = vm.shared.clock.hz();
     let mut rx = Vec::new();
     let mut stats = Vec::new();
@@ -649,6 +651,42 @@ mod tests {
 
     fn parse(s: &str) -> Result<CreateArgs, String> {
         parse_create(&mut Args::new(s)).map_err(|e| e.to_string())
+    }
+
+    /// A tap with offloads may receive aggregates (a source, the GSO cutting nodes in the
+    /// chains); one with `no-gso` may not. Its host side in a namespace of the test's.
+    #[test]
+    fn a_tap_is_a_source_of_aggregates_unless_no_gso() {
+        let ns = format!("stns{}", std::process::id() % 100_000);
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !std::path::Path::new("/dev/net/tun").exists() || !ip(&["netns", "add", &ns]) {
+            eprintln!("skipped: no /dev/net/tun or no netns");
+            return;
+        }
+        let entry = sluice_vnet::plugin::PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let (mut vm, _cli) = sluice_vnet::testing::configured(&[entry], 0, 256, &[]);
+        let mut made = Vec::new();
+        for (id, extra) in [(0, ""), (1, " no-gso")] {
+            let c = parse(&format!(
+                "id {id} host-if-name stsrc{id} host-ns {ns}{extra}"
+            ));
+            made.push(c.and_then(|c| create(&mut vm, &c).map_err(|e| e.to_string())));
+        }
+        let sources = sluice_vnet::feature::aggregate_sources(&mut vm);
+        let find = |vm: &mut Vlib, n: &str| vm.ext_mut::<Interfaces>().find(n).map(|s| s.0);
+        let tap0 = find(&mut vm, "tap0");
+        drop(vm);
+        ip(&["netns", "del", &ns]);
+        assert!(made.iter().all(|m| m.is_ok()), "{made:?}");
+        assert_eq!(sources, [tap0.expect("tap0")]);
     }
 
     #[test]

@@ -9,6 +9,59 @@ use sluice_vnet::offload::{gso_type, Gso};
 use sluice_wire::checksum;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+/// `setup` with loop0 declared a source of aggregates (as af_packet, tap and memif declare
+/// theirs), so that the feature chains have their cutting nodes.
+fn setup(node: &str) -> (NodeTest, u32) {
+    let (mut t, sw) = super::setup(node);
+    sluice_vnet::feature::set_aggregate_source(&mut t.vm, sw, true);
+    (t, sw)
+}
+
+/// Frames the node has run.
+fn vectors(t: &NodeTest, node: &str) -> u64 {
+    let n = t.vm.registry.find(node).expect("node");
+    t.vm.registry.node(n).stats.per_thread[0].vectors.get()
+}
+
+/// While no interface can receive aggregates, no chain has a cutting node: a feature
+/// that does not take them follows `ip4-input` directly. The first source puts
+/// `ip4-gso-segment` in the chains already written, the last one gone takes it out.
+#[test]
+fn the_cutting_node_is_in_the_chains_only_while_aggregates_can_arrive() {
+    let (mut t, sw) = super::setup("ip4-input");
+    let check = "ip4-source-check-via-rx";
+    t.cli(&format!(
+        "set interface feature loop0 {check} arc ip4-unicast"
+    ));
+    t.capture(check);
+    let plain = udp4_l3("10.0.0.2", "10.0.1.2");
+    let send = |t: &mut NodeTest| {
+        let p = t.packet(&plain, |h| h.rx_if = sw);
+        t.inject(&[p]);
+        t.clear();
+    };
+    send(&mut t);
+    assert_eq!(
+        vectors(&t, "ip4-gso-segment"),
+        0,
+        "no source: not in the chain"
+    );
+    sluice_vnet::feature::set_aggregate_source(&mut t.vm, 77, true);
+    send(&mut t);
+    assert_eq!(
+        vectors(&t, "ip4-gso-segment"),
+        1,
+        "a source: cut before the feature"
+    );
+    sluice_vnet::feature::set_aggregate_source(&mut t.vm, 77, false);
+    send(&mut t);
+    assert_eq!(
+        vectors(&t, "ip4-gso-segment"),
+        1,
+        "the last source gone: out again"
+    );
+}
+
 const MSS: u16 = 1000;
 
 /// An Ethernet/IPv4 (DF)/TCP aggregate with 12 bytes of TCP options, `payload` bytes of
@@ -751,7 +804,9 @@ fn setup_with_test_features(node: &str) -> (NodeTest, u32) {
         plugin: &GSO_TEST,
         enabled: true,
     };
-    setup_with(&[entry], node)
+    let (mut t, sw) = setup_with(&[entry], node);
+    sluice_vnet::feature::set_aggregate_source(&mut t.vm, sw, true);
+    (t, sw)
 }
 
 /// `ip6-unicast` with a feature that takes aggregates (`test-whole6`) before one that does
