@@ -934,10 +934,9 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// With two workers: many connections from kernel clients to a Sluice listener live on
-/// the threads that own their flows (`show session` lists established connections on more
-/// than one thread), those from Sluice to a kernel listener on thread 0, which serves the
-/// application (their ports chosen for it); their segments are handed there
+/// With two workers: many connections from kernel clients to a Sluice listener and from
+/// Sluice to a kernel listener live on the threads that own their flows (`show session`
+/// lists established connections on more than one thread), their segments are handed there
 /// from the receiving worker, every byte arrives (checked both ways), and after the close
 /// no session and no buffer is left.
 #[test]
@@ -1052,9 +1051,8 @@ fn tcp_many_connections_spread_over_the_threads() {
     }
     assert_eq!(clients.join().unwrap(), N, "echoes byte for byte");
 
-    // Sluice → kernel listener: N connections (their ports picked so that thread 0, which
-    // serves the application, owns their flows), all established at once, then each
-    // streams to a checking reader.
+    // Sluice → kernel listener: N connections (their ports picked for the thread each is
+    // made on), all established at once, then each streams to a checking reader.
     let at: SocketAddr = "10.77.0.2:6001".parse().unwrap();
     let srv = peer.run(move || TcpListener::bind(at).unwrap());
     let readers = std::thread::spawn(move || {
@@ -1072,12 +1070,7 @@ fn tcp_many_connections_spread_over_the_threads() {
         .map(|_| app.tcp_connect(at, Duration::from_secs(5)).unwrap())
         .collect();
     let threads = threads_with_connections(&d);
-    assert_eq!(
-        threads,
-        ["0".to_string()].into(),
-        "active opens live on the applications' thread\n{}",
-        d.ok("show session")
-    );
+    assert!(threads.len() >= 2, "{threads:?}\n{}", d.ok("show session"));
     for s in &out {
         let seed = s.local.port() as u64;
         app_write_all(&app, s, seed, BYTES);

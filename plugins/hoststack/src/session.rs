@@ -302,6 +302,9 @@ pub struct SessionMain {
     /// The graph's shared state (wakes a worker whose queue this thread filled), taken by
     /// `session-queue` on its first call.
     pub graph: Option<std::sync::Arc<sluice_graph::Shared>>,
+    /// The thread the next active open is made on (round robin over the threads: until the
+    /// applications have an event queue per thread they ask from none in particular).
+    next_thread: usize,
     listeners: Table<(IpAddr, u16)>,
     port_refs: Table<(bool, u16)>,
     next_eph: u16,
@@ -341,10 +344,6 @@ pub struct SessionMain {
     pub retry_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     iss_key: u64,
 }
-
-/// The thread that serves the applications (their event queues and control requests):
-/// active opens live there, so an application's actions on them do not cross threads.
-pub const APP_THREAD: usize = 0;
 
 /// The bits of a session handle below the thread: a handle is `thread << THREAD_SHIFT |
 /// index` (VPP's `session_handle()` names the thread likewise).
@@ -590,6 +589,13 @@ impl SessionMain {
     pub fn owner_worker(&mut self, local: SocketAddr, remote: SocketAddr) -> &mut SessionWorker {
         let t = flow_owner(local, remote, self.workers.len());
         &mut self.workers[t]
+    }
+
+    /// The thread the next active open lives on (round robin).
+    pub(crate) fn next_active_thread(&mut self) -> usize {
+        let t = self.next_thread % self.workers.len();
+        self.next_thread = t + 1;
+        t
     }
 
     /// Threads with a session table (main + workers).

@@ -206,12 +206,10 @@ impl SessionMain {
         }
         let v6 = remote.is_ipv6();
         let src = crate::session::source_for(locals, remote.ip()).ok_or(SessionError::NotLocal)?;
-        // The connection lives on the thread that serves the applications (thread 0: until
-        // the applications have an event queue per thread, every tx event and close of a
-        // connection elsewhere would cross threads), with a port whose reply that thread
-        // owns (the first free port otherwise: its owner is then the thread).
+        // The thread the connection lives on, and a port whose reply that thread owns (the
+        // first free port otherwise: its owner is then the thread).
         let n = self.n_threads();
-        let want = crate::session::APP_THREAD;
+        let want = self.next_active_thread();
         let port = self
             .ephemeral_in(v6, |s, v6, p| {
                 s.tcp_port_used(v6, p)
@@ -957,9 +955,8 @@ mod tests {
     }
 
     /// With three threads, passive opens live on the thread owning their 4-tuple (the
-    /// handle names it; the SYN-ACK is queued there), active opens on the thread serving
-    /// the applications (0) with a port whose reply that thread owns; closing frees every
-    /// thread's table.
+    /// handle names it; the SYN-ACK is queued there), active opens go round the threads
+    /// with a port whose reply that thread owns; closing frees every thread's table.
     #[test]
     fn sessions_live_on_the_thread_that_owns_their_flow() {
         use crate::session::{flow_owner, handle_index, handle_thread};
@@ -989,7 +986,7 @@ mod tests {
         assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
         let remote: SocketAddr = "10.0.0.2:5201".parse().unwrap();
         let mut active = vec![];
-        for want in [0, 0, 0] {
+        for want in [0, 1, 2] {
             let sid = sm.tcp_connect(0, remote, &locals).unwrap();
             let local = sm.sess(sid).unwrap().local;
             assert_eq!(handle_thread(sid), want);
