@@ -664,6 +664,13 @@ impl SessionMain {
             self.evq_retry.push(r);
             self.retry_kick
                 .store(true, std::sync::atomic::Ordering::Release);
+            // Only thread 0's `session-queue` reads the kick: a worker filing the retry wakes
+            // it, else the retry waits for its next session-process tick (10 ms).
+            if self.workers.len() > 1 {
+                if let Some(w) = self.graph.as_ref().and_then(|g| g.wakers.first()) {
+                    w.wake_if_sleeping();
+                }
+            }
         }
     }
 
