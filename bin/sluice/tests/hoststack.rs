@@ -248,6 +248,14 @@ fn counter(d: &Daemon, node: &str, reason: &str) -> u64 {
     counter_in(&d.ok("show errors"), node, reason)
 }
 
+/// The vectors of `node` summed over every thread's section of one `show runtime`.
+fn node_vectors(rt: &str, node: &str) -> u64 {
+    rt.lines()
+        .filter(|l| l.split_whitespace().next() == Some(node))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum()
+}
+
 /// [`counter`] in the output `e` of one `show errors`.
 fn counter_in(e: &str, node: &str, reason: &str) -> u64 {
     e.lines()
@@ -890,36 +898,37 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize) {
     );
     // With workers every segment was received on one and taken there, or handed to the
     // thread that owns its flow, which took it or dropped it for a counted reason: none
-    // lost on the way.
+    // lost on the way. The node's vectors (on every thread) count each segment once where
+    // it arrived and once more where it was handed: vectors = handed + congestion drops +
+    // taken + dropped, exactly, once the handoff queues are empty.
     let handed = counter(&d, node, "handed to the thread that owns the flow");
     let taken = counter(&d, node, "segments taken");
     assert!(taken > 0, "{}", d.ok("show errors"));
     if workers > 0 {
-        // (handed, taken or dropped on thread 0) in one `show errors`.
         let balance = || {
             let e = d.ok("show errors");
-            let done = counter_in(&e, node, "segments taken")
+            let rt = d.ok("show runtime");
+            let vectors = node_vectors(&rt, node);
+            let done = counter_in(&e, node, "handed to the thread that owns the flow")
+                + counter_in(&e, node, "handoff queue to the flow's thread full")
+                + counter_in(&e, node, "segments taken")
                 + TCP_INPUT_DROPS
                     .iter()
                     .map(|r| counter_in(&e, node, r))
                     .sum::<u64>();
-            (
-                counter_in(&e, node, "handed to the thread that owns the flow"),
-                done,
-                e,
-            )
+            (vectors, done, format!("{e}\n{rt}"))
         };
         // The last frame handed over may still wait in the queue to its thread.
         wait_until(
             SETTLE,
             Duration::from_millis(20),
             || {
-                let (h, done, _) = balance();
-                h <= done
+                let (v, done, _) = balance();
+                v == done
             },
             || {
-                let (h, done, e) = balance();
-                format!("handed {h} > taken or dropped {done}:\n{e}")
+                let (v, done, e) = balance();
+                format!("{node} vectors {v} != handed + taken + dropped {done}:\n{e}")
             },
         );
         assert_eq!(
