@@ -205,6 +205,13 @@ impl Plugin for HoststackPlugin {
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
         let cfg = vm.ext_mut::<Staging>().cfg.take().unwrap_or_default();
+        if vm.n_threads() > session::MAX_THREADS {
+            return Err(format!(
+                "session: cpu {{ workers {} }}: a session handle names at most {} workers",
+                vm.n_workers(),
+                session::MAX_THREADS - 1
+            ));
+        }
         let sm = shared(vm);
         let on = cfg.enabled;
         let poster = vm.main_poster();
@@ -462,12 +469,13 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let t = sm.tcp_stats;
         let _ = writeln!(
             o,
-            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} SYNs dropped (backlog full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
+            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} SYNs dropped (backlog full), {} SYNs dropped (session table full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
             t.accepted,
             t.connected,
             t.resets,
             t.keepalive_timeouts,
             t.backlog_full,
+            t.table_full,
             t.no_slot,
             t.syn_cookies_sent,
             t.syn_cookies_ok,

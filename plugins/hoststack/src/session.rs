@@ -342,6 +342,8 @@ pub struct SessionMain {
     /// Set when an event is filed for a retry: makes `session-queue` active to arm its
     /// retry timer.
     pub retry_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Sessions a thread's table may hold: [`MAX_SESSIONS`] (`None`), smaller in tests.
+    pub(crate) sess_limit: Option<usize>,
     iss_key: u64,
 }
 
@@ -349,9 +351,18 @@ pub struct SessionMain {
 /// index` (VPP's `session_handle()` names the thread likewise).
 pub const THREAD_SHIFT: u32 = 24;
 
+/// Threads a session handle can name (the bits above [`THREAD_SHIFT`]): the host stack
+/// refuses to start with more (`cpu { workers }` at most `MAX_THREADS - 1`).
+pub const MAX_THREADS: usize = 1 << (32 - THREAD_SHIFT);
+
+/// Sessions one thread's table holds (the bits below [`THREAD_SHIFT`]): past it a new
+/// session is refused ([`SessionMain::alloc_sess`]).
+pub const MAX_SESSIONS: usize = 1 << THREAD_SHIFT;
+
 /// The handle of session `index` of thread `thread`.
 #[inline]
 pub fn handle(thread: usize, index: usize) -> u32 {
+    debug_assert!(thread < MAX_THREADS && index < MAX_SESSIONS);
     (thread as u32) << THREAD_SHIFT | index as u32
 }
 
@@ -449,6 +460,8 @@ pub struct TcpGlobal {
     pub connected: u64,
     /// SYNs dropped because the listener's backlog was full.
     pub backlog_full: u64,
+    /// SYNs dropped because the owning thread's session table was full ([`MAX_SESSIONS`]).
+    pub table_full: u64,
     /// Handshakes completed with no free slot in the application (reset).
     pub no_slot: u64,
     /// Connections reset by the peer or given up.
@@ -560,27 +573,31 @@ impl SessionMain {
         }
     }
 
-    /// Files `s` in thread `thread`'s table; returns its handle.
-    pub(crate) fn alloc_sess(&mut self, thread: usize, s: Session) -> u32 {
-        let thread = thread.min(self.workers.len() - 1);
+    /// Files `s` in thread `thread`'s table; returns its handle, or `None` (`s` dropped)
+    /// when the table holds [`MAX_SESSIONS`] already: a handle has no bits for more.
+    pub(crate) fn alloc_sess(&mut self, thread: usize, s: Session) -> Option<u32> {
+        debug_assert!(thread < self.workers.len(), "thread {thread} has no table");
+        let limit = self.sess_limit.unwrap_or(MAX_SESSIONS);
         let w = &mut self.workers[thread];
         let i = match w.free.pop() {
             Some(i) => {
                 w.sessions[i as usize] = Some(s);
                 i as usize
             }
+            None if w.sessions.len() >= limit => return None,
             None => {
                 w.sessions.push(Some(s));
                 w.sessions.len() - 1
             }
         };
-        handle(thread, i)
+        Some(handle(thread, i))
     }
 
     /// The table of the thread session `sid` lives on.
     #[inline]
     pub fn worker_of(&mut self, sid: u32) -> &mut SessionWorker {
-        let t = handle_thread(sid).min(self.workers.len() - 1);
+        let t = handle_thread(sid);
+        debug_assert!(t < self.workers.len(), "handle {sid:#x} names no thread");
         &mut self.workers[t]
     }
 
@@ -1076,7 +1093,7 @@ impl SessionMain {
             stats: SessStats::default(),
             proto: Proto::Udp,
         };
-        let sid = self.alloc_sess(thread, s);
+        let sid = self.alloc_sess(thread, s).ok_or(SessionError::NoSpace)?;
         if let Some(app) = self.apps[a as usize].as_mut() {
             app.slots[slot as usize] = Some(sid);
         }

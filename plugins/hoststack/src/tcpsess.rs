@@ -540,7 +540,14 @@ impl SessionMain {
         };
         let iss = self.iss(local, remote);
         let tcb = Tcb::accept(iss, seg, self.tcp_local(local.is_ipv6()), now);
-        self.tcp_new_conn(app, lsid, local, remote, tcb);
+        if !self.tcp_new_conn(app, lsid, local, remote, tcb) {
+            // Not filed: the SYN is dropped (counted), as if lost; the backlog place freed.
+            if let Some(Proto::TcpListen { half_open, .. }) =
+                self.sess_mut(lsid).map(|s| &mut s.proto)
+            {
+                *half_open = half_open.saturating_sub(1);
+            }
+        }
         Ok(())
     }
 
@@ -583,14 +590,17 @@ impl SessionMain {
             wnd,
             now,
         );
-        self.tcp_new_conn(app, lsid, local, remote, tcb);
+        if !self.tcp_new_conn(app, lsid, local, remote, tcb) {
+            return Ok(());
+        }
         self.tcp_stats.syn_cookies_ok += 1;
         // The ACK (and any data on it) now finds its connection.
         self.tcp_input(local, remote, seg, now)
     }
 
     /// Files a passive open under `local`/`remote` (in the handshake, no slot yet) and
-    /// queues its first output.
+    /// queues its first output; false (counted in `table_full`) when the owning thread's
+    /// table is full.
     fn tcp_new_conn(
         &mut self,
         app: u32,
@@ -598,7 +608,7 @@ impl SessionMain {
         local: SocketAddr,
         remote: SocketAddr,
         tcb: Tcb,
-    ) {
+    ) -> bool {
         let s = crate::session::Session {
             app,
             slot: NO_SLOT,
@@ -614,10 +624,14 @@ impl SessionMain {
             ),
         };
         let owner = crate::session::flow_owner(local, remote, self.n_threads());
-        let sid = self.alloc_sess(owner, s);
+        let Some(sid) = self.alloc_sess(owner, s) else {
+            self.tcp_stats.table_full += 1;
+            return false;
+        };
         self.workers[owner].tcp_conns.insert((local, remote), sid);
         self.tcp_count += 1;
         self.tcp_queue(sid);
+        true
     }
 
     /// Acts on what a segment or timer did to connection `sid`.
@@ -952,6 +966,51 @@ mod tests {
             true
         });
         (sm, peer, sid, iss.unwrap().wrapping_add(1))
+    }
+
+    /// A thread's table full (a small limit here; [`MAX_SESSIONS`] for real): the passive
+    /// open is dropped and counted, its backlog place freed, no handle spills into the
+    /// thread bits; a freed index is reused.
+    ///
+    /// [`MAX_SESSIONS`]: crate::session::MAX_SESSIONS
+    #[test]
+    fn a_full_session_table_drops_the_passive_open() {
+        use crate::session::{handle_index, handle_thread};
+        let now = Instant::now();
+        let (mut sm, _peer) = crate::session::tests::with_app();
+        sm.sess_limit = Some(3);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let lsid = sm
+            .tcp_listen(0, l, 64, &crate::session::tests::locals())
+            .unwrap();
+        let r = |p| SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+        for p in [4000, 4001] {
+            sm.tcp_input(l, r(p), &seg(777, 0, TcpFlags::SYN), now)
+                .unwrap();
+        }
+        let before = sm.workers[0].sessions.len();
+        assert_eq!(before, 3, "the listener and two passive opens");
+        sm.tcp_input(l, r(4002), &seg(777, 0, TcpFlags::SYN), now)
+            .unwrap();
+        assert_eq!(sm.tcp_stats.table_full, 1);
+        assert!(!sm.workers[0].tcp_conns.contains_key(&(l, r(4002))));
+        assert_eq!(sm.workers[0].sessions.len(), before);
+        assert_eq!(sm.tcp_count, 3);
+        let Some(Proto::TcpListen { half_open, .. }) = sm.sess(lsid).map(|s| &s.proto) else {
+            panic!("not a listener");
+        };
+        assert_eq!(*half_open, 2, "the dropped SYN holds no backlog place");
+        // A freed index is reused, under the limit.
+        let sid = sm.workers[0].tcp_conns[&(l, r(4000))];
+        sm.tcp_abort(sid);
+        sm.tcp_input(l, r(4002), &seg(777, 0, TcpFlags::SYN), now)
+            .unwrap();
+        let sid2 = sm.workers[0].tcp_conns[&(l, r(4002))];
+        assert_eq!(
+            (handle_thread(sid2), handle_index(sid2)),
+            (0, handle_index(sid))
+        );
+        assert_eq!(sm.tcp_stats.table_full, 1);
     }
 
     /// With three threads, passive opens live on the thread owning their 4-tuple (the
