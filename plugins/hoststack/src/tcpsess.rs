@@ -255,7 +255,7 @@ impl SessionMain {
             if !l.queued {
                 l.queued = true;
                 self.worker_of(sid).tcp_out.push(sid);
-                self.kick_worker(crate::session::handle_thread(sid).min(self.n_threads() - 1));
+                self.kick_worker(crate::session::handle_thread(sid));
             }
         }
     }
