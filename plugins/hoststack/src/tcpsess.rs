@@ -1015,6 +1015,39 @@ mod tests {
         assert_eq!(sm.tcp_stats.table_full, 1);
     }
 
+    /// An application dying with connections on every thread (handshakes it listens for,
+    /// its active opens): every thread's table, connection table and timers are emptied,
+    /// and the application is reaped.
+    #[test]
+    fn an_app_dying_frees_its_sessions_on_every_thread() {
+        use crate::session::handle_thread;
+        let now = Instant::now();
+        let (mut sm, _peer) = crate::session::tests::with_app();
+        let _ = sm.worker_kick(2);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let locals = crate::session::tests::locals();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        for p in 4000..4030u16 {
+            let r = SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+            sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
+                .unwrap();
+        }
+        let remote: SocketAddr = "10.0.0.2:5201".parse().unwrap();
+        let mut on = [false; 3];
+        for _ in 0..3 {
+            on[handle_thread(sm.tcp_connect(0, remote, &locals).unwrap())] = true;
+        }
+        assert_eq!(on, [true; 3], "active opens on every thread");
+        assert!(sm.workers.iter().all(|w| !w.tcp_conns.is_empty()));
+        sm.detach(0, &mut Vec::new());
+        assert_eq!(sm.iter().count(), 0, "every thread's sessions freed");
+        for w in sm.workers.iter() {
+            assert!(w.tcp_conns.is_empty() && w.tcp_timer_set.is_empty());
+        }
+        assert_eq!(sm.tcp_count, 0);
+        assert!(sm.apps[0].is_none(), "the application reaped");
+    }
+
     /// With three threads, passive opens live on the thread owning their 4-tuple (the
     /// handle names it; the SYN-ACK is queued there), active opens go round the threads
     /// with a port whose reply that thread owns; closing frees every thread's table.
