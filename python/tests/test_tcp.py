@@ -4,6 +4,7 @@ segment — three-way handshake with the MSS option, data and its ACK, an out-of
 held until the hole fills, FIN both ways, a RST for a closed port, a RST that kills a
 connection, and a bad checksum dropped and counted with no reply."""
 
+import ipaddress
 import os
 import re
 import subprocess
@@ -24,7 +25,7 @@ from sluice_test.pcap import read_pcap
 APP_DIR = Path(tempfile.gettempdir()) / f"sluice-tcp-pg-{os.getpid()}"
 BAD_CSUM = ("tcp4-input", "bad TCP checksum")
 NO_LISTENER = ("tcp4-input", "no connection or listener (RST sent)")
-HANDOFF = ("tcp4-input", "handed to thread 0 (which owns the sessions)")
+HANDOFF = ("tcp4-input", "handed to the thread that owns the flow")
 TAKEN = ("tcp4-input", "segments taken by a connection or listener")
 PORT = 5001
 SPORT = 40000
@@ -33,6 +34,26 @@ SPORT = 40000
 def session_conf(extra: str = "") -> str:
     """startup.conf's session section for these tests (`extra`: more of its keys)."""
     return f"session {{ enable app-socket {APP_DIR}/app.sock {extra} }}"
+
+
+def flow_owner(local, lport, remote, rport, n):
+    """The thread of `n` that owns a flow: Sluice's `session::flow_owner`."""
+    m = (1 << 64) - 1
+
+    def ip(a):
+        x = int(ipaddress.ip_address(a))
+        return x if x <= 0xffffffff else (x ^ (x >> 64)) & m
+
+    def rotl(x, r):
+        return ((x << r) | (x >> (64 - r))) & m
+
+    if n <= 1:
+        return 0
+    h = rotl(ip(local), 32) ^ ip(remote) ^ rotl((lport << 16) | rport, 17)
+    h = (h * 0x9E3779B97F4A7C15) & m
+    h ^= h >> 31
+    h = (h * 0xBF58476D1CE4E5B9) & m
+    return (h >> 32) % n
 
 
 def tcp_tool() -> Path:
@@ -127,8 +148,8 @@ class TcpPgBase(Ip4RouterTest):
 
 class TestTcpOnAWorker(TcpPgBase):
     """`cpu { workers 1 }` with pg0's segments received on the worker: `tcp4-input` there
-    hands every one to thread 0, which owns the sessions, and the connection is served as
-    without workers."""
+    takes the segments of the flows the worker owns and hands the others to thread 0, each
+    connection served as without workers."""
     extra_config = session_conf() + "\ncpu { workers 1 }\n"
 
     def on_worker(self, pkt, n_rx=None):
@@ -142,23 +163,37 @@ class TestTcpOnAWorker(TcpPgBase):
             return []
         return [p[TCP] for p in self.pg0.get_capture(n_rx, remark="on worker 0")]
 
-    def test_segments_received_on_a_worker_are_handed_to_thread_0(self):
+    def sport_owned_by(self, thread):
+        return next(p for p in range(SPORT, SPORT + 1000)
+                    if flow_owner(self.pg0.local_ip4, PORT, self.pg0.remote_ip4, p, 2) == thread)
+
+    def connection(self, sport):
+        """One connection from `sport`, its 4 segments received on the worker."""
         self.start_sink()
         self.snapshot_counters()
-        synack = self.on_worker(self.seg("S", 1000, options=[("MSS", 1200)]), 1)[0]
+        synack = self.on_worker(self.seg("S", 1000, options=[("MSS", 1200)], sport=sport), 1)[0]
         assert synack.flags == "SA" and synack.ack == 1001, synack.flags
         our = synack.seq + 1
-        self.on_worker(self.seg("A", 1001, our))
+        self.on_worker(self.seg("A", 1001, our, sport=sport))
         self.wait_for(lambda: "ESTABLISHED" in self.vpp.cli("show session"), "established")
-        ack = self.on_worker(self.seg("PA", 1001, our, b"hello sluice"), 1)[0]
+        ack = self.on_worker(self.seg("PA", 1001, our, b"hello sluice", sport=sport), 1)[0]
         assert ack.flags.A and ack.ack == 1013, (ack.flags, ack.ack)
-        self.on_worker(self.seg("FA", 1013, our))
+        self.on_worker(self.seg("FA", 1013, our, sport=sport))
         out, _ = self.sink.communicate(timeout=10)
         assert out == b"hello sluice"
+        assert self.delta(("tcp4-input", "handoff queue to the flow's thread full")) == 0
+
+    def test_segments_of_thread_0s_flows_are_handed_to_thread_0(self):
+        self.connection(self.sport_owned_by(0))
         # Each of the 4 segments was received on the worker, handed over whole and taken
         # on thread 0; none refused by the queue.
         assert (self.delta(HANDOFF), self.delta(TAKEN)) == (4, 4), self.vpp.cli("show errors")
-        assert self.delta(("tcp4-input", "handoff queue to thread 0 full")) == 0
+
+    def test_segments_of_the_workers_flows_stay_on_the_worker(self):
+        sport = self.sport_owned_by(1)
+        self.connection(sport)
+        # Taken where they were received; the connection lived on thread 1.
+        assert (self.delta(HANDOFF), self.delta(TAKEN)) == (0, 4), self.vpp.cli("show errors")
 
 
 class TestTcp(TcpPgBase):

@@ -38,8 +38,8 @@ struct Peer {
 
 /// The tags of these tests' namespaces (`Peer::new` refuses any other, so that
 /// [`reap_stale_namespaces`] knows them all).
-const TAGS: [&str; 13] = [
-    "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu",
+const TAGS: [&str; 14] = [
+    "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt",
 ];
 
 /// Removes the namespaces of earlier runs of these tests that were killed before their
@@ -134,8 +134,8 @@ fn sluice(peer: &Peer, tag: &str) -> (Daemon, String, std::path::PathBuf) {
 }
 
 /// [`sluice`] with `workers` worker threads (0: none) and as many rx queues on the veth
-/// (AF_PACKET fanout by flow hash): every packet is received on a worker, while the
-/// sessions live on thread 0.
+/// (AF_PACKET fanout by flow hash): every packet is received on a worker and handed to
+/// the thread that owns its flow (Sluice's own hash) when that is another one.
 fn sluice_on(peer: &Peer, tag: &str, workers: usize) -> (Daemon, String, std::path::PathBuf) {
     let dir = tmpdir(&format!("{tag}-app"));
     let app_sock = dir.join("app.sock").display().to_string();
@@ -248,6 +248,14 @@ fn counter(d: &Daemon, node: &str, reason: &str) -> u64 {
     counter_in(&d.ok("show errors"), node, reason)
 }
 
+/// The vectors of `node` summed over every thread's section of one `show runtime`.
+fn node_vectors(rt: &str, node: &str) -> u64 {
+    rt.lines()
+        .filter(|l| l.split_whitespace().next() == Some(node))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum()
+}
+
 /// [`counter`] in the output `e` of one `show errors`.
 fn counter_in(e: &str, node: &str, reason: &str) -> u64 {
     e.lines()
@@ -272,8 +280,17 @@ fn tcp_opens(d: &Daemon) -> (u64, u64) {
 fn sessions(d: &Daemon) -> usize {
     d.ok("show session")
         .lines()
-        .filter(|l| l.starts_with("[0:"))
+        .filter(|l| l.starts_with('['))
         .count()
+}
+
+/// The threads `show session` lists established TCP connections on.
+fn threads_with_connections(d: &Daemon) -> std::collections::BTreeSet<String> {
+    d.ok("show session")
+        .lines()
+        .filter(|l| l.contains("ESTABLISHED"))
+        .filter_map(|l| Some(l.strip_prefix('[')?.split(':').next()?.to_string()))
+        .collect()
 }
 
 /// A raw IPv4 UDP datagram (header built by us) from the namespace to 10.77.0.1.
@@ -362,8 +379,9 @@ fn udp_echo_through_the_session_layer_v4_v6_drops_and_app_death() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// UDP echo with a worker receiving: every datagram is handed to thread 0 (which owns the
-/// sessions), echoed byte for byte, none lost, nothing leaked.
+/// UDP echo with a worker receiving: every datagram is taken on the thread that owns its
+/// flow (handed there from the worker when that is thread 0), echoed byte for byte, none
+/// lost, nothing leaked.
 #[test]
 fn udp_echo_received_on_a_worker() {
     if let Some(why) = skip_reason() {
@@ -379,9 +397,14 @@ fn udp_echo_received_on_a_worker() {
     assert_eq!(echo_from_peer(&d, &peer, "[fd00:77::2]:0", v6, 100), 100);
     for (node, n) in [("udp4-input", 300), ("udp6-input", 100)] {
         let e = d.ok("show errors");
-        assert_eq!(counter(&d, node, "handed to thread 0"), n, "{e}");
+        // One socket, one flow: all of it handed over, or none.
+        let handed = counter(&d, node, "handed to the thread that owns the flow");
+        assert!(handed == 0 || handed == n, "{e}");
         assert_eq!(counter(&d, node, "datagrams queued"), n, "{e}");
-        assert_eq!(counter(&d, node, "handoff queue to thread 0 full"), 0);
+        assert_eq!(
+            counter(&d, node, "handoff queue to the flow's thread full"),
+            0
+        );
     }
     assert_eq!(app.stop(), 400);
     wait_until(
@@ -709,7 +732,7 @@ fn tcp6_with_the_kernel_both_directions_rst_and_app_death() {
 }
 
 /// With two workers (and two rx queues): every segment arrives on a worker and is handed
-/// to thread 0, which owns the sessions.
+/// to the thread that owns its flow when that is another.
 #[test]
 fn tcp_with_the_kernel_on_two_workers() {
     tcp_with_the_kernel(false, "w4", tcp_bytes(), 2);
@@ -873,43 +896,233 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize) {
         || sessions(&d) == 0,
         || d.ok("show session verbose"),
     );
-    // With workers every segment was received on one and handed to thread 0, which took
-    // it or dropped it for a counted reason: none was received anywhere else, none lost
-    // on the way.
-    let handed = counter(&d, node, "handed to thread 0");
+    // With workers every segment was received on one and taken there, or handed to the
+    // thread that owns its flow, which took it or dropped it for a counted reason: none
+    // lost on the way. The node's vectors (on every thread) count each segment once where
+    // it arrived and once more where it was handed: vectors = handed + congestion drops +
+    // taken + dropped, exactly, once the handoff queues are empty.
+    let handed = counter(&d, node, "handed to the thread that owns the flow");
     let taken = counter(&d, node, "segments taken");
     assert!(taken > 0, "{}", d.ok("show errors"));
     if workers > 0 {
-        // (handed, taken or dropped on thread 0) in one `show errors`.
         let balance = || {
             let e = d.ok("show errors");
-            let done = counter_in(&e, node, "segments taken")
+            let rt = d.ok("show runtime");
+            let vectors = node_vectors(&rt, node);
+            let done = counter_in(&e, node, "handed to the thread that owns the flow")
+                + counter_in(&e, node, "handoff queue to the flow's thread full")
+                + counter_in(&e, node, "segments taken")
                 + TCP_INPUT_DROPS
                     .iter()
                     .map(|r| counter_in(&e, node, r))
                     .sum::<u64>();
-            (counter_in(&e, node, "handed to thread 0"), done, e)
+            (vectors, done, format!("{e}\n{rt}"))
         };
-        // The last frame handed over may still wait in the queue to thread 0.
+        // The last frame handed over may still wait in the queue to its thread.
         wait_until(
             SETTLE,
             Duration::from_millis(20),
             || {
-                let (h, done, _) = balance();
-                h == done
+                let (v, done, _) = balance();
+                v == done
             },
             || {
-                let (h, done, e) = balance();
-                format!("handed {h} != taken or dropped {done}:\n{e}")
+                let (v, done, e) = balance();
+                format!("{node} vectors {v} != handed + taken + dropped {done}:\n{e}")
             },
         );
-        assert_eq!(counter(&d, node, "handoff queue to thread 0 full"), 0);
+        assert_eq!(
+            counter(&d, node, "handoff queue to the flow's thread full"),
+            0
+        );
     } else {
         assert_eq!(handed, 0);
     }
     assert_no_leaks_within(&d, SETTLE);
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// With two workers: many connections from kernel clients to a Sluice listener and from
+/// Sluice to a kernel listener live on the threads that own their flows (`show session`
+/// lists established connections on more than one thread), their segments are handed there
+/// from the receiving worker, every byte arrives (checked both ways), and after the close
+/// no session and no buffer is left.
+#[test]
+fn tcp_many_connections_spread_over_the_threads() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    const N: usize = 16;
+    const BYTES: u64 = 48 << 10;
+    let peer = Peer::new("mt");
+    let (d, sock, dir) = sluice_on(&peer, "mt", 2);
+    let mut app = App::attach(&sock, "tcp-threads").unwrap();
+    let _l = app.listen("0.0.0.0:5001".parse().unwrap(), 0).unwrap();
+    let to: SocketAddr = "10.77.0.1:5001".parse().unwrap();
+
+    // Kernel clients → Sluice: N connections open, then each streams and reads its echo.
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let clients = std::thread::spawn({
+        let name = peer.name.clone();
+        move || {
+            let p = Peer { name };
+            let r = p.run(move || {
+                let conns: Vec<TcpStream> =
+                    (0..N).map(|_| TcpStream::connect(to).unwrap()).collect();
+                go_rx.recv().unwrap();
+                let th: Vec<_> = conns
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        std::thread::spawn(move || {
+                            let seed = 100 + i as u64;
+                            let mut w = s.try_clone().unwrap();
+                            let writer = std::thread::spawn(move || {
+                                let mut buf = vec![0u8; BYTES as usize];
+                                fill(seed, 0, &mut buf);
+                                w.write_all(&buf).unwrap();
+                                w.shutdown(std::net::Shutdown::Write).unwrap();
+                            });
+                            let mut s = s;
+                            let mut got = Vec::new();
+                            s.read_to_end(&mut got).unwrap();
+                            writer.join().unwrap();
+                            let mut want = vec![0u8; BYTES as usize];
+                            fill(seed, 0, &mut want);
+                            got == want
+                        })
+                    })
+                    .collect();
+                th.into_iter()
+                    .map(|t| t.join().unwrap())
+                    .filter(|ok| *ok)
+                    .count()
+            });
+            std::mem::forget(p); // the test's guard owns the namespace
+            r
+        }
+    });
+    let mut conns = Vec::new();
+    while conns.len() < N {
+        match app.next() {
+            Some(sluice_session::Event::Accept(slot)) => {
+                conns.push(Some(app.accepted(slot).unwrap()))
+            }
+            Some(_) => {}
+            None => app.wait(Some(Duration::from_millis(10))).unwrap(),
+        }
+    }
+    let threads = threads_with_connections(&d);
+    assert!(threads.len() >= 2, "{threads:?}\n{}", d.ok("show session"));
+    go_tx.send(()).unwrap();
+    // Echo every connection to its end of stream.
+    let mut buf = vec![0u8; 1 << 16];
+    let mut open = N;
+    let t0 = std::time::Instant::now();
+    while open > 0 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "echo stalled");
+        let mut moved = false;
+        for c in conns.iter_mut() {
+            let Some(s) = *c else { continue };
+            match app.read(&s, &mut buf) {
+                Ok(0) => {
+                    app.close(s).unwrap();
+                    *c = None;
+                    open -= 1;
+                    moved = true;
+                }
+                Ok(n) => {
+                    let mut off = 0;
+                    while off < n {
+                        match app.write(&s, &buf[off..n]) {
+                            Ok(k) => off += k,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                                while app.next().is_some() {}
+                                app.wait(Some(Duration::from_millis(1))).unwrap();
+                            }
+                            Err(e) => panic!("echo write: {e}"),
+                        }
+                    }
+                    moved = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("echo read: {e}"),
+            }
+        }
+        if !moved {
+            while app.next().is_some() {}
+            app.wait(Some(Duration::from_millis(5))).unwrap();
+        }
+    }
+    assert_eq!(clients.join().unwrap(), N, "echoes byte for byte");
+
+    // Sluice → kernel listener: N connections (their ports picked for the thread each is
+    // made on), all established at once, then each streams to a checking reader.
+    let at: SocketAddr = "10.77.0.2:6001".parse().unwrap();
+    let srv = peer.run(move || TcpListener::bind(at).unwrap());
+    let readers = std::thread::spawn(move || {
+        let th: Vec<_> = (0..N)
+            .map(|_| {
+                let (c, from) = srv.accept().unwrap();
+                std::thread::spawn(move || (from.port(), read_stream_any(c)))
+            })
+            .collect();
+        th.into_iter()
+            .map(|t| t.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let out: Vec<_> = (0..N)
+        .map(|_| app.tcp_connect(at, Duration::from_secs(5)).unwrap())
+        .collect();
+    let threads = threads_with_connections(&d);
+    assert!(threads.len() >= 2, "{threads:?}\n{}", d.ok("show session"));
+    for s in &out {
+        let seed = s.local.port() as u64;
+        app_write_all(&app, s, seed, BYTES);
+    }
+    for s in out {
+        app.close(s).unwrap();
+    }
+    for (port, (n, ok)) in readers.join().unwrap() {
+        assert_eq!(n, BYTES, "from port {port}");
+        assert!(ok, "bytes from port {port} differ");
+    }
+    // Segments reached workers for flows another thread owns: handed over.
+    let e = d.ok("show errors");
+    assert!(
+        counter_in(&e, "tcp4-input", "handed to the thread that owns the flow") > 0,
+        "{e}"
+    );
+    assert_eq!(
+        counter_in(&e, "tcp4-input", "handoff queue to the flow's thread full"),
+        0
+    );
+    drop(app);
+    finish(d, dir);
+}
+
+/// Reads `c` to the end, checking it against the stream seeded with the peer's port
+/// (the Sluice writer's local port); returns (bytes, whether all matched).
+fn read_stream_any(mut c: std::net::TcpStream) -> (u64, bool) {
+    use std::io::Read;
+    let seed = c.peer_addr().unwrap().port() as u64;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut want = vec![0u8; 1 << 16];
+    let mut got = 0u64;
+    let mut ok = true;
+    loop {
+        let n = c.read(&mut buf).unwrap();
+        if n == 0 {
+            return (got, ok);
+        }
+        fill(seed, got, &mut want[..n]);
+        ok &= buf[..n] == want[..n];
+        got += n as u64;
+    }
 }
 
 // ---- Application interface: the C API and the LD_PRELOAD library (apps/session-c,

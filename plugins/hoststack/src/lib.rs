@@ -205,6 +205,13 @@ impl Plugin for HoststackPlugin {
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
         let cfg = vm.ext_mut::<Staging>().cfg.take().unwrap_or_default();
+        if vm.n_threads() > session::MAX_THREADS {
+            return Err(format!(
+                "session: cpu {{ workers {} }}: a session handle names at most {} workers",
+                vm.n_workers(),
+                session::MAX_THREADS - 1
+            ));
+        }
         let sm = shared(vm);
         let on = cfg.enabled;
         let poster = vm.main_poster();
@@ -385,6 +392,17 @@ fn cli_disable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(String::new())
 }
 
+/// `show session`'s heading of thread `t`'s sessions.
+fn thread_header(o: &mut String, sm: &SessionMain, t: usize) {
+    let n = sm.workers[t].sessions.iter().flatten().count();
+    let _ = writeln!(o, "Thread {t}: {n} active sessions");
+    let _ = writeln!(
+        o,
+        "{:<52} {:<8} {:>10} {:>10}",
+        "Connection", "State", "Rx-f", "Tx-f"
+    );
+}
+
 fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let verbose = a.keyword("verbose");
     a.finish()?;
@@ -394,18 +412,17 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     if !sm.enabled() {
         return Ok("session layer is disabled\n".into());
     }
-    let n = sm.iter().count();
-    let _ = writeln!(
-        o,
-        "Thread 0: {n} active sessions, app socket {}",
-        sm.cfg.app_socket
-    );
-    let _ = writeln!(
-        o,
-        "{:<52} {:<8} {:>10} {:>10}",
-        "Connection", "State", "Rx-f", "Tx-f"
-    );
+    let _ = writeln!(o, "app socket {}", sm.cfg.app_socket);
+    let mut thread = usize::MAX;
     for (sid, s) in sm.iter() {
+        let t = session::handle_thread(sid);
+        if t != thread {
+            // Every thread up to this one (those with no session too).
+            for u in thread.wrapping_add(1)..=t {
+                thread_header(&mut o, &sm, u);
+            }
+            thread = t;
+        }
         let app = sm.apps.get(s.app as usize).and_then(|a| a.as_ref());
         let (rxf, txf) = app
             .and_then(|a| a.fifos(s.slot))
@@ -420,7 +437,11 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             (None, _) => ("0.0.0.0:0".to_string(), "LISTEN"),
         };
         let kind = if s.proto.is_tcp() { 'T' } else { 'U' };
-        let conn = format!("[0:{sid}][{kind}] {}->{remote}", s.local);
+        let conn = format!(
+            "[{t}:{}][{kind}] {}->{remote}",
+            session::handle_index(sid),
+            s.local
+        );
         let _ = writeln!(o, "{conn:<52} {state:<8} {rxf:>10} {txf:>10}");
         if verbose {
             let st = s.stats;
@@ -441,16 +462,20 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             }
         }
     }
+    for u in thread.wrapping_add(1)..sm.n_threads() {
+        thread_header(&mut o, &sm, u);
+    }
     if verbose {
         let t = sm.tcp_stats;
         let _ = writeln!(
             o,
-            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} SYNs dropped (backlog full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
+            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} SYNs dropped (backlog full), {} SYNs dropped (session table full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
             t.accepted,
             t.connected,
             t.resets,
             t.keepalive_timeouts,
             t.backlog_full,
+            t.table_full,
             t.no_slot,
             t.syn_cookies_sent,
             t.syn_cookies_ok,

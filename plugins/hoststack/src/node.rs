@@ -1,7 +1,8 @@
-//! The host stack's graph nodes. Thread 0 owns the sessions in this version: the input
-//! nodes on a worker hand every buffer to themselves on thread 0 (the graph's handoff
-//! queues, as NAT44 does for its per-thread tables); see docs/hoststack.md for the
-//! per-thread design.
+//! The host stack's graph nodes. Each thread owns the sessions of the flows
+//! [`flow_owner`] gives it (per-thread tables in [`SessionMain::workers`], one lock for
+//! all still): an input node hands a packet whose flow another thread owns to itself on
+//! that thread (the graph's handoff queues, as NAT44 does for its per-thread tables); see
+//! docs/hoststack.md, *Per-thread session tables*.
 //!
 //! `udp4-input` / `udp6-input` (internal; one generic node per family): UDP datagrams for a
 //! port a session bound, from `ip4-local`/`ip6-local` (`sluice_vnet::ip_local`), at
@@ -15,10 +16,14 @@
 //!   (a UDP GSO aggregate: several datagrams, not cut here; a datagram in a buffer chain is
 //!   read whole), `fifo_full` (the application does
 //!   not read fast enough), `bad_header` (IPv6 extension header chain malformed),
-//!   `handoff` (info: received on a worker and handed to this node on thread 0, which
-//!   owns the sessions), `congestion_drop` (the handoff queue to thread 0 was full).
+//!   `handoff` (info: received on a thread that does not own the flow and handed to this
+//!   node on the owner), `congestion_drop` (the handoff queue to the owner was full).
 //!
-//! `session-queue` (input, thread 0): takes the datagrams applications queued in their tx
+//! `session-queue` (input, every thread). On a worker it only sends its own TCP
+//! connections' segments (queued by its input nodes, its timers, or by thread 0 for the
+//! applications' tx events and control requests: thread 0 kicks and wakes it) and runs
+//! its timers, taking the session lock only when kicked or a timer is due. On thread 0 it
+//! also serves the applications: it takes the datagrams applications queued in their tx
 //! FIFOs (announced through their event queues, woken by their eventfds) and builds the
 //! IPv4/IPv6 and UDP headers in front of each (the udp-output step), locally originated,
 //! FIB 0. It also sends the TCP connections' segments (data from their tx FIFOs, ACKs,
@@ -70,7 +75,7 @@
 //! checksum), and the segments no connection owns (RSTs, SYN-cookie SYN-ACKs); counters
 //! `tcp_sent` (info), `tcp_rst_sent` (info).
 
-use crate::session::{Proto, SessionMain, NO_SLOT};
+use crate::session::{flow_owner, handle_index, Proto, SessionMain, NO_SLOT};
 use crate::tcp::{Out, Seg, TcpFlags};
 use crate::tcpsess::TcpDrop;
 use sluice_buffer::{flags, BufIdx};
@@ -135,10 +140,10 @@ sluice_graph::counters! {
         Chained => error("chained", "UDP GSO aggregate (not cut for sessions)"),
         /// rx FIFO full.
         FifoFull => error("fifo_full", "session rx FIFO full"),
-        /// Received on a worker: handed to thread 0, which owns the sessions.
-        Handoff => info("handoff", "handed to thread 0 (which owns the sessions)"),
-        /// The handoff queue to thread 0 was full.
-        Congestion => error("congestion_drop", "handoff queue to thread 0 full"),
+        /// Received on a thread that does not own the flow: handed to the owner.
+        Handoff => info("handoff", "handed to the thread that owns the flow"),
+        /// The handoff queue to the owner was full.
+        Congestion => error("congestion_drop", "handoff queue to the flow's thread full"),
         /// IPv6 extension headers malformed.
         BadHeader => error("bad_header", "malformed IPv6 extension headers"),
     }
@@ -161,10 +166,10 @@ sluice_graph::counters! {
         Fragment => error("fragment", "IPv4 fragment (no reassembly)"),
         /// The listener's handshake backlog is full.
         SynBacklogFull => error("syn_backlog_full", "SYN dropped: listener backlog full"),
-        /// Received on a worker: handed to thread 0, which owns the sessions.
-        Handoff => info("handoff", "handed to thread 0 (which owns the sessions)"),
-        /// The handoff queue to thread 0 was full.
-        Congestion => error("congestion_drop", "handoff queue to thread 0 full"),
+        /// Received on a thread that does not own the flow: handed to the owner.
+        Handoff => info("handoff", "handed to the thread that owns the flow"),
+        /// The handoff queue to the owner was full.
+        Congestion => error("congestion_drop", "handoff queue to the flow's thread full"),
         /// IPv6 extension headers malformed.
         BadHeader => error("bad_header", "malformed IPv6 extension headers"),
     }
@@ -286,7 +291,7 @@ impl<const V6: bool> UdpInput<V6> {
         let local = SocketAddr::new(dst, u.dst_port());
         let remote = SocketAddr::new(src, u.src_port());
         let sid = sm.lookup(local, remote).ok_or(C::NoListener)?;
-        let s = sm.sessions[sid as usize].as_ref().ok_or(C::NoListener)?;
+        let s = sm.sess(sid).ok_or(C::NoListener)?;
         let (ai, slot) = (s.app, s.slot);
         let app = sm
             .apps
@@ -300,10 +305,7 @@ impl<const V6: bool> UdpInput<V6> {
         if pushed && !app.notify(&fifo, slot) {
             sm.refused(ai, slot, slot);
         }
-        let st = &mut sm.sessions[sid as usize]
-            .as_mut()
-            .ok_or(C::NoListener)?
-            .stats;
+        let st = &mut sm.sess_mut(sid).ok_or(C::NoListener)?.stats;
         if !pushed {
             st.rx_full += 1;
             return Err(C::FifoFull);
@@ -329,6 +331,9 @@ const MAX_CHAIN_READ: usize = 65_535 + 256;
 struct InputScratch {
     done: Vec<BufIdx>,
     drops: Vec<BufIdx>,
+    /// The packets whose flow this thread owns, and per thread those it hands over.
+    mine: Vec<BufIdx>,
+    away: Vec<Vec<BufIdx>>,
     /// A chained packet's bytes (a GSO aggregate the driver kept whole, a large datagram).
     chain: Vec<u8>,
 }
@@ -338,26 +343,62 @@ impl InputScratch {
         InputScratch {
             done: Vec::with_capacity(FRAME_SIZE),
             drops: Vec::with_capacity(FRAME_SIZE),
+            mine: Vec::new(),
+            away: Vec::new(),
             chain: Vec::with_capacity(MAX_CHAIN_READ),
         }
     }
 }
 
-/// On a worker (`thread` not 0): hands the whole frame to this node on thread 0, which
-/// owns the sessions, through the graph's handoff queue (counted in `handoff`; what a full
-/// queue refuses goes to `error-drop` with the error `congestion`) and returns true. One worker's
-/// packets keep their order. The input nodes call it first, before they touch the shared
-/// session state or the clock.
-fn hand_to_main<C: CounterId>(
+/// The thread that owns the flow of the packet at its IP header `d` among `n` threads
+/// ([`flow_owner`]; the ports are the first 4 bytes of UDP and TCP alike). None when the
+/// headers cannot be read: the packet stays where it is and is dropped there, counted.
+#[inline]
+fn packet_owner<const V6: bool>(d: &[u8], n: usize) -> Option<usize> {
+    let (src, dst, off) = ip_addrs::<V6>(d).ok()?;
+    let p = d.get(off..off + 4)?;
+    let sport = u16::from_be_bytes([p[0], p[1]]);
+    let dport = u16::from_be_bytes([p[2], p[3]]);
+    Some(flow_owner(
+        SocketAddr::new(dst, dport),
+        SocketAddr::new(src, sport),
+        n,
+    ))
+}
+
+/// With more than one thread: hands each packet whose flow another thread owns to this
+/// node on that thread (the graph's handoff queues, counted in `handoff`; what a full
+/// queue refuses goes to `error-drop` with the error `congestion`) and leaves the packets
+/// this thread owns in `s.mine`; returns true. One flow's packets keep their order. With
+/// one thread returns false, touching nothing. Called first, before the session lock.
+fn hand_to_owners<const V6: bool, C: CounterId>(
     cx: &mut Cx,
     frame: &[BufIdx],
     thread: usize,
+    s: &mut InputScratch,
     [handoff, congestion]: [C; 2],
 ) -> bool {
-    if thread == 0 {
+    let n = cx.shared().n_threads;
+    if n <= 1 {
         return false;
     }
-    cx.handoff_or_drop(0, frame, handoff, congestion, InNext::Drop.into());
+    s.mine.clear();
+    s.away.resize_with(n, Vec::new);
+    for &bi in frame {
+        // SAFETY: the frame's buffers are owned by this node; one short-lived view.
+        let b = unsafe { cx.buffer(bi) };
+        match packet_owner::<V6>(b.data(), n) {
+            Some(t) if t != thread => s.away[t].push(bi),
+            _ => s.mine.push(bi),
+        }
+    }
+    for t in 0..n {
+        if s.away[t].is_empty() {
+            continue;
+        }
+        cx.handoff_or_drop(t, &s.away[t], handoff, congestion, InNext::Drop.into());
+        s.away[t].clear();
+    }
     true
 }
 
@@ -423,17 +464,20 @@ fn input_frame<C: CounterId>(
 impl<const V6: bool> NodeFn for UdpInput<V6> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let handoff = [UdpCounter::Handoff, UdpCounter::Congestion];
-        if hand_to_main(cx, frame, self.thread, handoff) {
-            return;
+        let handed = hand_to_owners::<V6, _>(cx, frame, self.thread, &mut self.scratch, handoff);
+        let mine = std::mem::take(&mut self.scratch.mine);
+        let f = if handed { &mine[..] } else { frame };
+        if !f.is_empty() {
+            input_frame(
+                cx,
+                f,
+                &self.sm,
+                UdpCounter::Delivered,
+                &mut self.scratch,
+                Self::one,
+            );
         }
-        input_frame(
-            cx,
-            frame,
-            &self.sm,
-            UdpCounter::Delivered,
-            &mut self.scratch,
-            Self::one,
-        );
+        self.scratch.mine = mine;
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -508,18 +552,21 @@ impl<const V6: bool> TcpInput<V6> {
 impl<const V6: bool> NodeFn for TcpInput<V6> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let handoff = [TcpCounter::Handoff, TcpCounter::Congestion];
-        if hand_to_main(cx, frame, self.thread, handoff) {
-            return;
+        let handed = hand_to_owners::<V6, _>(cx, frame, self.thread, &mut self.scratch, handoff);
+        let mine = std::mem::take(&mut self.scratch.mine);
+        let f = if handed { &mine[..] } else { frame };
+        if !f.is_empty() {
+            let now = std::time::Instant::now();
+            input_frame(
+                cx,
+                f,
+                &self.sm,
+                TcpCounter::Segments,
+                &mut self.scratch,
+                |sm, b| Self::one(sm, b, now),
+            );
         }
-        let now = std::time::Instant::now();
-        input_frame(
-            cx,
-            frame,
-            &self.sm,
-            TcpCounter::Segments,
-            &mut self.scratch,
-            |sm, b| Self::one(sm, b, now),
-        );
+        self.scratch.mine = mine;
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -752,7 +799,7 @@ impl SessionQueue {
 
     /// Builds one packet from the tx FIFO of session `sid` into a new buffer.
     fn build(&mut self, cx: &mut Cx, sm: &mut SessionMain, sid: u32) -> Built {
-        let Some(s) = sm.sessions[sid as usize].as_ref() else {
+        let Some(s) = sm.sess(sid) else {
             return Built::Empty;
         };
         let (ai, slot, local, remote) = (s.app, s.slot, s.local, s.remote);
@@ -819,7 +866,7 @@ impl SessionQueue {
         b.hdr.flags |= flags::LOCALLY_ORIGINATED;
         b.hdr.rx_if = 0;
         b.hdr.ip.fib_index = 0;
-        if let Some(s) = sm.sessions[sid as usize].as_mut() {
+        if let Some(s) = sm.sess_mut(sid) {
             s.stats.tx += 1;
             s.stats.tx_bytes += len as u64;
         }
@@ -840,12 +887,13 @@ impl SessionQueue {
         self.tcp_kick
             .store(false, std::sync::atomic::Ordering::Relaxed);
         let now = std::time::Instant::now();
+        let th = self.thread;
         if self.timer_at.is_some_and(|t| now >= t) {
             self.timer_at = None;
-            sm.tcp_timers(now);
+            sm.tcp_timers(th, now);
         }
         let mut ctl = std::mem::take(&mut self.ctl);
-        std::mem::swap(&mut ctl, &mut sm.ctl_out);
+        std::mem::swap(&mut ctl, &mut sm.workers[th].ctl_out);
         for (l, r, o) in ctl.drain(..) {
             match tcp_segment(cx, l, r, &o, None, self.ip_id) {
                 Some(bi) => {
@@ -865,7 +913,7 @@ impl SessionQueue {
         }
         self.ctl = ctl;
         let mut queue = std::mem::take(&mut self.queue);
-        std::mem::swap(&mut queue, &mut sm.tcp_out);
+        std::mem::swap(&mut queue, &mut sm.workers[th].tcp_out);
         let mut stalled = std::mem::take(&mut self.stalled);
         for sid in queue.drain(..) {
             if !self.tcp_send(cx, sm, sid, now) {
@@ -873,9 +921,9 @@ impl SessionQueue {
             }
         }
         // Out of buffers: retried on the next call.
-        sm.tcp_out.append(&mut stalled);
+        sm.workers[th].tcp_out.append(&mut stalled);
         (self.queue, self.stalled) = (queue, stalled);
-        self.timer_at = sm.tcp_next_deadline();
+        self.timer_at = sm.tcp_next_deadline(th);
     }
 
     /// Sends what connection `sid` has; false when a buffer allocation failed.
@@ -887,13 +935,16 @@ impl SessionQueue {
         now: std::time::Instant,
     ) -> bool {
         let SessionMain {
-            apps,
-            sessions,
-            cfg,
-            tcp_timer_set,
-            ..
+            apps, workers, cfg, ..
         } = sm;
-        let Some(s) = sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+        // `sid` came from this thread's queue: its session lives here.
+        let w = &mut workers[self.thread];
+        let tcp_timer_set = &mut w.tcp_timer_set;
+        let Some(s) = w
+            .sessions
+            .get_mut(handle_index(sid))
+            .and_then(|x| x.as_mut())
+        else {
             return true;
         };
         let (local, Some(remote)) = (s.local, s.remote) else {
@@ -969,6 +1020,49 @@ impl SessionQueue {
     }
 }
 
+impl SessionQueue {
+    /// Counts what this call built and sends it on.
+    fn flush(&mut self, cx: &mut Cx) {
+        let sent = (self.out4.len() + self.out6.len()) as u64 - self.tcp_sent;
+        cx.count(SqCounter::Sent, sent);
+        cx.count(SqCounter::TcpSent, self.tcp_sent);
+        self.tcp_sent = 0;
+        cx.enqueue_all(SqNext::Ip4.into(), &self.out4);
+        cx.enqueue_all(SqNext::Ip6.into(), &self.out6);
+        cx.enqueue_all(SqNext::Drop.into(), &self.drops);
+        self.out4.clear();
+        self.out6.clear();
+        self.drops.clear();
+    }
+
+    /// `session-queue` on a worker: sends its own connections' segments (queued by its
+    /// input nodes, its timers, or thread 0 for the applications' tx events and control
+    /// requests) and runs its timers. The session lock is taken only when there is work.
+    fn poll_worker(&mut self, cx: &mut Cx) -> usize {
+        let kicked = self.tcp_kick.load(std::sync::atomic::Ordering::Acquire);
+        let due = self
+            .timer_at
+            .is_some_and(|t| std::time::Instant::now() >= t);
+        if !(self.busy || kicked || due) {
+            return 0;
+        }
+        let sm = self.sm.clone();
+        let mut sm = lock(&sm);
+        if sm.graph.is_none() {
+            sm.graph = Some(cx.shared().clone());
+        }
+        if self.thread >= sm.n_threads() {
+            return 0;
+        }
+        self.tcp(cx, &mut sm);
+        self.busy = !sm.workers[self.thread].tcp_out.is_empty();
+        drop(sm);
+        let n = self.out4.len() + self.out6.len();
+        self.flush(cx);
+        n
+    }
+}
+
 fn drain_eventfd(fd: i32) {
     let mut v = 0u64;
     // SAFETY: reads 8 bytes into a local from a non-blocking eventfd.
@@ -978,10 +1072,13 @@ fn drain_eventfd(fd: i32) {
 impl NodeFn for SessionQueue {
     fn poll(&mut self, cx: &mut Cx) -> usize {
         if self.thread != 0 {
-            return 0;
+            return self.poll_worker(cx);
         }
         let sm = self.sm.clone();
         let mut sm = lock(&sm);
+        if sm.graph.is_none() {
+            sm.graph = Some(cx.shared().clone());
+        }
         if self.kick.swap(false, std::sync::atomic::Ordering::Acquire) {
             self.watch = sm
                 .apps
@@ -1066,10 +1163,7 @@ impl NodeFn for SessionQueue {
                 self.pending.pop_front();
                 continue;
             };
-            if sm.sessions[sid as usize]
-                .as_ref()
-                .is_some_and(|s| s.proto.is_tcp())
-            {
+            if sm.sess(sid).is_some_and(|s| s.proto.is_tcp()) {
                 // Stream data: tcp-output below sends what the window allows.
                 sm.tcp_queue(sid);
                 self.pending.pop_front();
@@ -1103,12 +1197,12 @@ impl NodeFn for SessionQueue {
                 break; // out of buffers: the session stays first, retried next call
             }
         }
-        if sm.tcp_count > 0 || !sm.ctl_out.is_empty() {
+        if sm.tcp_count > 0 || !sm.workers[0].ctl_out.is_empty() {
             self.tcp(cx, &mut sm);
         }
         // Nothing left: the applications are told to signal our eventfd only when the
         // thread really sleeps (`prepare_sleep`); while it runs, `active()` sees their events.
-        self.busy = !self.pending.is_empty() || !sm.tcp_out.is_empty();
+        self.busy = !self.pending.is_empty() || !sm.workers[0].tcp_out.is_empty();
         self.retry_kick
             .store(false, std::sync::atomic::Ordering::Relaxed);
         if sm.evq_retry.is_empty() {
@@ -1117,23 +1211,17 @@ impl NodeFn for SessionQueue {
             self.retry_at = Some(std::time::Instant::now() + crate::session::RETRY_EVERY);
         }
         drop(sm);
-        let sent = (self.out4.len() + self.out6.len()) as u64 - self.tcp_sent;
-        cx.count(SqCounter::Sent, sent);
-        cx.count(SqCounter::TcpSent, self.tcp_sent);
-        self.tcp_sent = 0;
-        cx.enqueue_all(SqNext::Ip4.into(), &self.out4);
-        cx.enqueue_all(SqNext::Ip6.into(), &self.out6);
-        cx.enqueue_all(SqNext::Drop.into(), &self.drops);
-        self.out4.clear();
-        self.out6.clear();
-        self.drops.clear();
+        self.flush(cx);
         n
     }
     fn active(&self) -> bool {
-        // The kicks are cleared by thread 0 only, which alone runs this node: a worker
-        // that saw them would spin until thread 0 got to them.
         if self.thread != 0 {
-            return false;
+            // A worker: its own connections' output and timers.
+            return self.busy
+                || self.tcp_kick.load(std::sync::atomic::Ordering::Relaxed)
+                || self
+                    .deadline()
+                    .is_some_and(|t| std::time::Instant::now() >= t);
         }
         self.busy
             || self.tcp_kick.load(std::sync::atomic::Ordering::Relaxed)
@@ -1227,7 +1315,6 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
     });
     let s = sm.clone();
     let kick = lock(sm).kick.clone();
-    let tcp_kick = lock(sm).tcp_kick.clone();
     let retry_kick = lock(sm).retry_kick.clone();
     b.register(
         NodeRegistration::new(SESSION_QUEUE, NodeKind::Input, move |t| {
@@ -1243,7 +1330,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 out6: Vec::with_capacity(FRAME_SIZE),
                 drops: Vec::new(),
                 ip_id: 0,
-                tcp_kick: tcp_kick.clone(),
+                tcp_kick: lock(&s).worker_kick(t),
                 tcp_sent: 0,
                 timer_at: None,
                 retry_kick: retry_kick.clone(),
@@ -1296,7 +1383,7 @@ mod tests {
         let sid = sm
             .bind(0, "10.0.0.1:5000".parse().unwrap(), &l, &mut ports)
             .unwrap();
-        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        let slot = sm.sess(sid).unwrap().slot;
         let shared: Shared = Arc::new(Mutex::new(sm));
         let h = Harness::build(graph(&shared), SESSION_QUEUE).unwrap();
         (h, shared, peer, slot)
@@ -1440,12 +1527,35 @@ mod tests {
         h.assert_no_leaks();
     }
 
-    /// On a worker `tcp4-input` hands its frames to itself on thread 0; what the full
-    /// queue refuses goes to `error-drop` as `congestion_drop` (counted there, seen by a
-    /// drop trace, freed), and thread 0 later takes the rest.
-    #[test]
-    fn a_full_handoff_queue_drops_through_error_drop() {
-        use sluice_graph::{CpuConfig, Vlib, HANDOFF_RING};
+    /// An IPv4 TCP segment from 10.0.0.2:`sport` to 10.0.0.1:`dport` cut after the ports
+    /// (`tcp4-input` drops it as `short` on the thread that owns its flow).
+    fn cut_segment(sport: u16, dport: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 28];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&28u16.to_be_bytes());
+        p[8] = 64;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[10, 0, 0, 2]);
+        p[16..20].copy_from_slice(&[10, 0, 0, 1]);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p
+    }
+
+    /// Source ports whose flow to 10.0.0.1:80 thread `t` of `n` owns.
+    fn ports_owned_by(t: usize, n: usize) -> impl Iterator<Item = u16> {
+        (1024u16..).filter(move |&p| {
+            flow_owner(
+                "10.0.0.1:80".parse().unwrap(),
+                SocketAddr::new("10.0.0.2".parse().unwrap(), p),
+                n,
+            ) == t
+        })
+    }
+
+    /// A main thread and one worker, `tcp4-input` under test.
+    fn two_threads(buffers: u32) -> Harness {
+        use sluice_graph::{CpuConfig, Vlib};
         let shared: Shared = Arc::new(Mutex::new(SessionMain::default()));
         let g = graph(&shared);
         let cpu = CpuConfig {
@@ -1453,17 +1563,50 @@ mod tests {
             workers: vec![None],
         };
         let pool = sluice_buffer::PoolConfig {
-            buffers: 2 * HANDOFF_RING as u32,
+            buffers,
             ..sluice_graph::testing::test_pool()
         };
-        let mut h = Harness::new(Vlib::new(g, &cpu, &pool).unwrap(), TCP4_INPUT);
-        // The worker's tcp4-input hands them (too short for an IPv4 header: thread 0 drops
+        Harness::new(Vlib::new(g, &cpu, &pool).unwrap(), TCP4_INPUT)
+    }
+
+    /// Segments arriving on the worker: those of flows thread 0 owns are handed to it,
+    /// those the worker owns are taken there (no handoff), each flow on one thread.
+    #[test]
+    fn a_segment_on_the_wrong_thread_is_handed_to_its_owner() {
+        let mut h = two_threads(1024);
+        let mine: Vec<Vec<u8>> = ports_owned_by(1, 2)
+            .take(5)
+            .map(|p| cut_segment(p, 80))
+            .collect();
+        let main: Vec<Vec<u8>> = ports_owned_by(0, 2)
+            .take(7)
+            .map(|p| cut_segment(p, 80))
+            .collect();
+        let mut all = mine.clone();
+        all.extend(main.iter().cloned());
+        h.hand_to_worker(1, &all, |_| {}, &["handoff", "short"]);
+        h.assert_counters(&[("handoff", 7), ("short", 5)]);
+        // Thread 0 takes (and drops, as short) the ones it owns.
+        while h.vm.run_main_once() > 0 {}
+        h.assert_counters(&[("handoff", 7), ("short", 12)]);
+        h.vm.stop_workers();
+        h.assert_no_leaks();
+    }
+
+    /// On a worker `tcp4-input` hands the segments of thread 0's flows to itself on thread
+    /// 0; what the full queue refuses goes to `error-drop` as `congestion_drop` (counted
+    /// there, seen by a drop trace, freed), and thread 0 later takes the rest.
+    #[test]
+    fn a_full_handoff_queue_drops_through_error_drop() {
+        use sluice_graph::HANDOFF_RING;
+        let mut h = two_threads(2 * HANDOFF_RING as u32);
+        // The worker's tcp4-input hands them (too short for a TCP header: thread 0 drops
         // them as `short`) to thread 0 or drops them: the queue to thread 0 fills (thread 0
         // does not run meanwhile), then refuses.
         let done = ["handoff", "congestion_drop"];
-        let short = vec![0x45; 8];
-        h.hand_to_worker(1, &vec![short.clone(); HANDOFF_RING], |_| {}, &done);
-        h.hand_to_worker(1, &vec![short; 100], |_| {}, &done);
+        let seg = cut_segment(ports_owned_by(0, 2).next().unwrap(), 80);
+        h.hand_to_worker(1, &vec![seg.clone(); HANDOFF_RING], |_| {}, &done);
+        h.hand_to_worker(1, &vec![seg; 100], |_| {}, &done);
         h.assert_counters(&[("handoff", HANDOFF_RING as u64), ("congestion_drop", 100)]);
         let drops = h.drops();
         assert_eq!(drops.len(), 100, "refused buffers reach error-drop");

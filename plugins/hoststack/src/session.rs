@@ -296,11 +296,16 @@ pub struct SessionMain {
     listen: Option<OwnedFd>,
     /// Attached applications (index = app id).
     pub apps: Vec<Option<AppConn>>,
-    /// Sessions (index = session id).
-    pub sessions: Vec<Option<Session>>,
-    pub(crate) free: Vec<u32>,
+    /// The per-thread session tables (index = thread; at least one): a session handle
+    /// is `thread << THREAD_SHIFT | index` ([`handle`]).
+    pub workers: Workers,
+    /// The graph's shared state (wakes a worker whose queue this thread filled), taken by
+    /// `session-queue` on its first call.
+    pub graph: Option<std::sync::Arc<sluice_graph::Shared>>,
+    /// The thread the next active open is made on (round robin over the threads: until the
+    /// applications have an event queue per thread they ask from none in particular).
+    next_thread: usize,
     listeners: Table<(IpAddr, u16)>,
-    connected: PeerTable,
     port_refs: Table<(bool, u16)>,
     next_eph: u16,
     unattached: Vec<(OwnedFd, std::time::Instant)>,
@@ -325,32 +330,125 @@ pub struct SessionMain {
     pub evq_refused: u64,
     /// TCP listeners by (address, port).
     pub tcp_listeners: Table<(IpAddr, u16)>,
-    /// TCP connections by (local, remote).
-    pub tcp_conns: PeerTable,
     /// TCP ports in use (listeners and connections).
     pub tcp_ports: Table<(bool, u16)>,
     /// TCP sessions (listeners and connections): protocol 6 is registered while any exist.
     pub tcp_count: u32,
-    /// TCP connections with something to send (`session-queue` drains it).
-    pub tcp_out: Vec<u32>,
-    /// Segments no connection sends (RSTs, SYN-cookie SYN-ACKs): (local, remote, segment).
-    pub ctl_out: Vec<(SocketAddr, SocketAddr, crate::tcp::Out)>,
-    /// Set with `tcp_out`/`ctl_out`: makes `session-queue` active.
-    pub tcp_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// TCP global counters (for `show session`).
     pub tcp_stats: TcpGlobal,
-    /// The connections' timers (RTO, persist, TIME-WAIT) by deadline: each connection is
-    /// filed once, under the deadline its [`TcpLink::timer`] records.
-    pub tcp_timer_set: std::collections::BTreeSet<(std::time::Instant, u32)>,
     /// Events full event queues refused (data, accept and tx-space events), retried by
     /// `session-queue` every [`RETRY_EVERY`] until queued ([`SessionMain::retry_events`]).
     pub(crate) evq_retry: Vec<Refused>,
     /// Set when an event is filed for a retry: makes `session-queue` active to arm its
     /// retry timer.
     pub retry_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Sessions a thread's table may hold: [`MAX_SESSIONS`] (`None`), smaller in tests.
+    pub(crate) sess_limit: Option<usize>,
+    iss_key: u64,
+}
+
+/// The bits of a session handle below the thread: a handle is `thread << THREAD_SHIFT |
+/// index` (VPP's `session_handle()` names the thread likewise).
+pub const THREAD_SHIFT: u32 = 24;
+
+/// Threads a session handle can name (the bits above [`THREAD_SHIFT`]): the host stack
+/// refuses to start with more (`cpu { workers }` at most `MAX_THREADS - 1`).
+pub const MAX_THREADS: usize = 1 << (32 - THREAD_SHIFT);
+
+/// Sessions one thread's table holds (the bits below [`THREAD_SHIFT`]): past it a new
+/// session is refused ([`SessionMain::alloc_sess`]).
+pub const MAX_SESSIONS: usize = 1 << THREAD_SHIFT;
+
+/// The handle of session `index` of thread `thread`.
+#[inline]
+pub fn handle(thread: usize, index: usize) -> u32 {
+    debug_assert!(thread < MAX_THREADS && index < MAX_SESSIONS);
+    (thread as u32) << THREAD_SHIFT | index as u32
+}
+
+/// The thread a session handle names.
+#[inline]
+pub fn handle_thread(sid: u32) -> usize {
+    (sid >> THREAD_SHIFT) as usize
+}
+
+/// The index of a session handle in its thread's table.
+#[inline]
+pub fn handle_index(sid: u32) -> usize {
+    (sid & ((1 << THREAD_SHIFT) - 1)) as usize
+}
+
+/// The thread that owns the flow `local`–`remote` among `n` threads: its sessions live
+/// there, its segments are handed there. A function Sluice computes (not the NIC's RSS
+/// hash, not computable for every driver); a multiply-xorshift of the 4-tuple (a peer can
+/// choose its flows' thread, it cannot grow a table with it).
+#[inline]
+pub fn flow_owner(local: SocketAddr, remote: SocketAddr, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    let ip = |a: IpAddr| -> u64 {
+        match a {
+            IpAddr::V4(a) => u32::from(a) as u64,
+            IpAddr::V6(a) => {
+                let x = u128::from(a);
+                x as u64 ^ (x >> 64) as u64
+            }
+        }
+    };
+    let mut h = ip(local.ip()).rotate_left(32)
+        ^ ip(remote.ip())
+        ^ ((local.port() as u64) << 16 | remote.port() as u64).rotate_left(17);
+    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 31;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    ((h >> 32) as usize) % n
+}
+
+/// One thread's sessions: those of the flows it owns ([`flow_owner`]; listeners and
+/// bound UDP sessions on thread 0), their lookup tables, timers and output queues.
+#[derive(Default)]
+pub struct SessionWorker {
+    /// Sessions (index = the handle's index).
+    pub sessions: Vec<Option<Session>>,
+    pub(crate) free: Vec<u32>,
+    /// Connected UDP sessions by (local, remote).
+    pub(crate) connected: PeerTable,
+    /// TCP connections by (local, remote).
+    pub tcp_conns: PeerTable,
+    /// TCP connections with something to send (this thread's `session-queue` drains it).
+    pub tcp_out: Vec<u32>,
+    /// Segments no connection sends (RSTs, SYN-cookie SYN-ACKs): (local, remote, segment).
+    pub ctl_out: Vec<(SocketAddr, SocketAddr, crate::tcp::Out)>,
+    /// Set with `tcp_out`/`ctl_out`: makes this thread's `session-queue` active.
+    pub tcp_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The connections' timers (RTO, persist, TIME-WAIT) by deadline: each connection is
+    /// filed once, under the deadline its [`TcpLink::timer`] records.
+    pub tcp_timer_set: std::collections::BTreeSet<(std::time::Instant, u32)>,
     /// Scratch for the connections whose timers are due.
     pub(crate) tcp_due: Vec<u32>,
-    iss_key: u64,
+}
+
+/// The per-thread session tables: one per thread, never fewer than one.
+pub struct Workers(pub Vec<SessionWorker>);
+
+impl Default for Workers {
+    fn default() -> Self {
+        Workers(vec![SessionWorker::default()])
+    }
+}
+
+impl std::ops::Deref for Workers {
+    type Target = Vec<SessionWorker>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Workers {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 /// Host-wide TCP counters.
@@ -362,6 +460,8 @@ pub struct TcpGlobal {
     pub connected: u64,
     /// SYNs dropped because the listener's backlog was full.
     pub backlog_full: u64,
+    /// SYNs dropped because the owning thread's session table was full ([`MAX_SESSIONS`]).
+    pub table_full: u64,
     /// Handshakes completed with no free slot in the application (reset).
     pub no_slot: u64,
     /// Connections reset by the peer or given up.
@@ -437,6 +537,111 @@ pub fn source_for(locals: &[(IpAddr, u8)], peer: IpAddr) -> Option<IpAddr> {
 }
 
 impl SessionMain {
+    /// Session `sid` (a handle naming its thread).
+    #[inline]
+    pub fn sess(&self, sid: u32) -> Option<&Session> {
+        self.workers
+            .get(handle_thread(sid))?
+            .sessions
+            .get(handle_index(sid))?
+            .as_ref()
+    }
+
+    /// Session `sid`, to change.
+    #[inline]
+    pub fn sess_mut(&mut self, sid: u32) -> Option<&mut Session> {
+        self.workers
+            .get_mut(handle_thread(sid))?
+            .sessions
+            .get_mut(handle_index(sid))?
+            .as_mut()
+    }
+
+    /// Takes session `sid` out of its table (its index is given back by [`Self::free_sess`]).
+    pub(crate) fn take_sess(&mut self, sid: u32) -> Option<Session> {
+        self.workers
+            .get_mut(handle_thread(sid))?
+            .sessions
+            .get_mut(handle_index(sid))?
+            .take()
+    }
+
+    /// Gives the index of a taken session back to its thread's table.
+    pub(crate) fn free_sess(&mut self, sid: u32) {
+        if let Some(w) = self.workers.get_mut(handle_thread(sid)) {
+            w.free.push(handle_index(sid) as u32);
+        }
+    }
+
+    /// Files `s` in thread `thread`'s table; returns its handle, or `None` (`s` dropped)
+    /// when the table holds [`MAX_SESSIONS`] already: a handle has no bits for more.
+    pub(crate) fn alloc_sess(&mut self, thread: usize, s: Session) -> Option<u32> {
+        debug_assert!(thread < self.workers.len(), "thread {thread} has no table");
+        let limit = self.sess_limit.unwrap_or(MAX_SESSIONS);
+        let w = &mut self.workers[thread];
+        let i = match w.free.pop() {
+            Some(i) => {
+                w.sessions[i as usize] = Some(s);
+                i as usize
+            }
+            None if w.sessions.len() >= limit => return None,
+            None => {
+                w.sessions.push(Some(s));
+                w.sessions.len() - 1
+            }
+        };
+        Some(handle(thread, i))
+    }
+
+    /// The table of the thread session `sid` lives on.
+    #[inline]
+    pub fn worker_of(&mut self, sid: u32) -> &mut SessionWorker {
+        let t = handle_thread(sid);
+        debug_assert!(t < self.workers.len(), "handle {sid:#x} names no thread");
+        &mut self.workers[t]
+    }
+
+    /// The table of the thread that owns the flow `local`–`remote`.
+    #[inline]
+    pub fn owner_worker(&mut self, local: SocketAddr, remote: SocketAddr) -> &mut SessionWorker {
+        let t = flow_owner(local, remote, self.workers.len());
+        &mut self.workers[t]
+    }
+
+    /// The thread the next active open lives on (round robin).
+    pub(crate) fn next_active_thread(&mut self) -> usize {
+        let t = self.next_thread % self.workers.len();
+        self.next_thread = t + 1;
+        t
+    }
+
+    /// Threads with a session table (main + workers).
+    pub fn n_threads(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Thread `t`'s `session-queue` kick (its table is made if missing: each thread's
+    /// `session-queue` asks for its own when the graph is built).
+    pub fn worker_kick(&mut self, t: usize) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        while self.workers.len() <= t {
+            self.workers.push(SessionWorker::default());
+        }
+        self.workers[t].tcp_kick.clone()
+    }
+
+    /// Kicks thread `t`'s `session-queue` (its queues got work) and wakes the thread if it
+    /// sleeps and is not thread 0 alone.
+    pub(crate) fn kick_worker(&self, t: usize) {
+        self.workers[t]
+            .tcp_kick
+            .store(true, std::sync::atomic::Ordering::Release);
+        if self.workers.len() > 1 {
+            if let Some(w) = self.graph.as_ref().and_then(|g| g.wakers.get(t)) {
+                w.wake_if_sleeping();
+            }
+        }
+    }
+
     /// [`source_for`] over the last snapshot of the interface addresses.
     #[inline]
     pub fn source_for(&self, peer: IpAddr) -> Option<IpAddr> {
@@ -476,6 +681,13 @@ impl SessionMain {
             self.evq_retry.push(r);
             self.retry_kick
                 .store(true, std::sync::atomic::Ordering::Release);
+            // Only thread 0's `session-queue` reads the kick: a worker filing the retry wakes
+            // it, else the retry waits for its next session-process tick (10 ms).
+            if self.workers.len() > 1 {
+                if let Some(w) = self.graph.as_ref().and_then(|g| g.wakers.first()) {
+                    w.wake_if_sleeping();
+                }
+            }
         }
     }
 
@@ -514,8 +726,9 @@ impl SessionMain {
     /// else a listener on the exact address, else a wildcard listener.
     #[inline]
     pub fn lookup(&self, local: SocketAddr, remote: SocketAddr) -> Option<u32> {
-        if !self.connected.is_empty() {
-            if let Some(&s) = self.connected.get(&(local, remote)) {
+        let w = &self.workers[flow_owner(local, remote, self.workers.len())];
+        if !w.connected.is_empty() {
+            if let Some(&s) = w.connected.get(&(local, remote)) {
                 return Some(s);
             }
         }
@@ -775,11 +988,7 @@ impl SessionMain {
     }
 
     fn session_reply(&self, req: u32, r: Result<u32, SessionError>) -> Msg {
-        match r.map(|sid| {
-            self.sessions[sid as usize]
-                .as_ref()
-                .map(|s| (s.slot, s.local))
-        }) {
+        match r.map(|sid| self.sess(sid).map(|s| (s.slot, s.local))) {
             Ok(Some((slot, local))) => Msg::SessionReply {
                 req,
                 retval: 0,
@@ -860,6 +1069,7 @@ impl SessionMain {
 
     pub(crate) fn new_session(
         &mut self,
+        thread: usize,
         a: u32,
         local: SocketAddr,
         remote: Option<SocketAddr>,
@@ -883,16 +1093,7 @@ impl SessionMain {
             stats: SessStats::default(),
             proto: Proto::Udp,
         };
-        let sid = match self.free.pop() {
-            Some(i) => {
-                self.sessions[i as usize] = Some(s);
-                i
-            }
-            None => {
-                self.sessions.push(Some(s));
-                self.sessions.len() as u32 - 1
-            }
-        };
+        let sid = self.alloc_sess(thread, s).ok_or(SessionError::NoSpace)?;
         if let Some(app) = self.apps[a as usize].as_mut() {
             app.slots[slot as usize] = Some(sid);
         }
@@ -917,7 +1118,7 @@ impl SessionMain {
         if clashes(self.listeners.keys(), local) {
             return Err(SessionError::InUse);
         }
-        let sid = self.new_session(a, local, None)?;
+        let sid = self.new_session(0, a, local, None)?;
         self.listeners.insert((local.ip(), local.port()), sid);
         self.port_ref(v6, local.port(), ports);
         Ok(sid)
@@ -943,32 +1144,28 @@ impl SessionMain {
             p => p,
         };
         let local = SocketAddr::new(src, port);
-        if self.connected.contains_key(&(local, remote)) {
+        let owner = flow_owner(local, remote, self.workers.len());
+        if self.workers[owner].connected.contains_key(&(local, remote)) {
             return Err(SessionError::InUse);
         }
-        let sid = self.new_session(a, local, Some(remote))?;
-        self.connected.insert((local, remote), sid);
+        let sid = self.new_session(owner, a, local, Some(remote))?;
+        self.workers[owner].connected.insert((local, remote), sid);
         self.port_ref(v6, port, ports);
         Ok(sid)
     }
 
     /// Closes a session.
     pub fn close(&mut self, sid: u32, ports: &mut Vec<PortChange>) {
-        if self
-            .sessions
-            .get(sid as usize)
-            .and_then(|x| x.as_ref())
-            .is_some_and(|s| s.proto.is_tcp())
-        {
+        if self.sess(sid).is_some_and(|s| s.proto.is_tcp()) {
             self.tcp_close(sid);
             return;
         }
-        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.take()) else {
+        let Some(s) = self.take_sess(sid) else {
             return;
         };
         match s.remote {
             Some(r) => {
-                self.connected.remove(&(s.local, r));
+                self.worker_of(sid).connected.remove(&(s.local, r));
             }
             None => {
                 self.listeners.remove(&(s.local.ip(), s.local.port()));
@@ -981,7 +1178,7 @@ impl SessionMain {
             }
         }
         self.drop_retries(s.app, s.slot);
-        self.free.push(sid);
+        self.free_sess(sid);
     }
 
     /// Detaches application `a`: closes its sessions and frees its segment.
@@ -1001,10 +1198,7 @@ impl SessionMain {
         }
         let sids: Vec<u32> = app.slots.iter().flatten().copied().collect();
         for s in sids {
-            if self.sessions[s as usize]
-                .as_ref()
-                .is_some_and(|x| x.proto.is_tcp())
-            {
+            if self.sess(s).is_some_and(|x| x.proto.is_tcp()) {
                 continue;
             }
             self.close(s, ports);
@@ -1019,7 +1213,7 @@ impl SessionMain {
         let mut lingering = 0;
         for s in tcp {
             let linger = !abort
-                && match self.sessions[s as usize].as_mut().map(|x| &mut x.proto) {
+                && match self.sess_mut(s).map(|x| &mut x.proto) {
                     Some(Proto::Tcp(t, l)) if l.app_closed => {
                         t.orphan(now);
                         true
@@ -1061,10 +1255,12 @@ impl SessionMain {
 
     /// Live sessions.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Session)> {
-        self.sessions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|s| (i as u32, s)))
+        self.workers.iter().enumerate().flat_map(|(t, w)| {
+            w.sessions
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, s)| s.as_ref().map(|s| (handle(t, i), s)))
+        })
     }
 }
 
@@ -1123,10 +1319,7 @@ pub(crate) mod tests {
             .connect(0, sa("10.0.1.9:53"), 53, &l, &mut ports)
             .unwrap();
         assert_eq!(ports, vec![(false, 53, true), (true, 53, true)]);
-        assert_eq!(
-            sm.sessions[c as usize].as_ref().unwrap().local,
-            sa("10.0.1.1:53")
-        );
+        assert_eq!(sm.sess(c).unwrap().local, sa("10.0.1.1:53"));
         assert_eq!(sm.lookup(sa("10.0.1.1:53"), sa("10.0.1.9:53")), Some(c));
         assert_eq!(sm.lookup(sa("10.0.1.1:53"), sa("10.0.1.9:54")), Some(wild));
         assert_eq!(
@@ -1196,7 +1389,7 @@ pub(crate) mod tests {
         let (mut sm, _peer) = with_app();
         let (mut ports, l) = (Vec::new(), locals());
         let a = sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports).unwrap();
-        let slot = sm.sessions[a as usize].as_ref().unwrap().slot;
+        let slot = sm.sess(a).unwrap().slot;
         let app = sm.apps[0].as_ref().unwrap();
         let q = app.app_evq().unwrap();
         while q.push(u32::MAX) {} // the application is behind: its queue is full
@@ -1207,7 +1400,7 @@ pub(crate) mod tests {
         // The session closes; a new one gets the same slot before the retry.
         sm.close(a, &mut ports);
         let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
-        assert_eq!(sm.sessions[b as usize].as_ref().unwrap().slot, slot);
+        assert_eq!(sm.sess(b).unwrap().slot, slot);
         let pop_all = |sm: &SessionMain| {
             let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
@@ -1227,7 +1420,7 @@ pub(crate) mod tests {
         let (mut sm, _peer) = with_app();
         let (mut ports, l) = (Vec::new(), locals());
         let a = sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports).unwrap();
-        let slot = sm.sessions[a as usize].as_ref().unwrap().slot;
+        let slot = sm.sess(a).unwrap().slot;
         // The last owner used the FIFOs as streams (odd positions) and left a tx-space
         // request behind.
         let (rx, tx) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
@@ -1236,7 +1429,7 @@ pub(crate) mod tests {
         tx.want_space();
         sm.close(a, &mut ports);
         let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
-        assert_eq!(sm.sessions[b as usize].as_ref().unwrap().slot, slot);
+        assert_eq!(sm.sess(b).unwrap().slot, slot);
         let app = sm.apps[0].as_ref().unwrap();
         let (rx, tx) = app.fifos(slot).unwrap();
         app.notify_tx_space(slot);
@@ -1320,21 +1513,21 @@ pub(crate) mod tests {
         let (mut ports, l) = (Vec::new(), locals());
         replies(&peer); // the attach's
         let a = sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports).unwrap();
-        let slot = sm.sessions[a as usize].as_ref().unwrap().slot;
+        let slot = sm.sess(a).unwrap().slot;
         let close = |req| msg::encode(&Msg::Close { req, slot });
         seqpacket::send(&peer, &close(msg::NO_REPLY), None).unwrap();
         // A datagram came in after the application emptied its rx FIFO.
         let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
         assert!(rx.push(sa("10.0.0.2:5"), b"late"));
         sm.serve_app(0, &l, &mut ports);
-        assert!(sm.sessions[a as usize].is_none(), "closed");
+        assert!(sm.sess(a).is_none(), "closed");
         assert!(
             replies(&peer).is_empty(),
             "no reply to a close nobody waits for"
         );
         // The slot goes to the next session empty.
         let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
-        assert_eq!(sm.sessions[b as usize].as_ref().unwrap().slot, slot);
+        assert_eq!(sm.sess(b).unwrap().slot, slot);
         let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
         assert!(rx.is_empty(), "the last session's datagram is gone");
         // A close with a request id is answered.
@@ -1353,8 +1546,8 @@ pub(crate) mod tests {
         let l = locals();
         let a = sm.bind(0, sa("0.0.0.0:0"), &l, &mut ports).unwrap();
         let b = sm.bind(0, sa("0.0.0.0:0"), &l, &mut ports).unwrap();
-        let pa = sm.sessions[a as usize].as_ref().unwrap().local.port();
-        let pb = sm.sessions[b as usize].as_ref().unwrap().local.port();
+        let pa = sm.sess(a).unwrap().local.port();
+        let pb = sm.sess(b).unwrap().local.port();
         assert!(EPH.contains(&pa) && EPH.contains(&pb) && pa != pb);
     }
 
@@ -1375,8 +1568,8 @@ pub(crate) mod tests {
         for _ in 0..4 {
             let sm = SessionMain::default();
             for (name, h) in [
-                ("tcp_conns", sm.tcp_conns.hasher()),
-                ("connected", sm.connected.hasher()),
+                ("tcp_conns", sm.workers[0].tcp_conns.hasher()),
+                ("connected", sm.workers[0].connected.hasher()),
             ] {
                 assert_ne!(
                     h.hash_one(ka),

@@ -96,8 +96,7 @@ impl SessionMain {
             wnd,
         );
         o.mss = Some(mine);
-        self.ctl_out.push((local, remote, o));
-        self.tcp_kick.store(true, Ordering::Release);
+        self.ctl_push(local, remote, o);
         self.tcp_stats.syn_cookies_sent += 1;
     }
 
@@ -121,7 +120,7 @@ impl SessionMain {
     /// Whether listener `lsid` sent SYN cookies that are still valid (this or the last
     /// period, as [`SessionMain::cookie_check`] accepts).
     fn cookies_recent(&self, lsid: u32) -> bool {
-        match self.sessions.get(lsid as usize).and_then(|s| s.as_ref()) {
+        match self.sess(lsid) {
             Some(crate::session::Session {
                 proto:
                     Proto::TcpListen {
@@ -176,12 +175,12 @@ impl SessionMain {
         if crate::session::clashes(self.tcp_listeners.keys(), local) {
             return Err(SessionError::InUse);
         }
-        let sid = self.new_session(a, local, None)?;
+        let sid = self.new_session(0, a, local, None)?;
         let backlog = match backlog {
             0 => self.cfg.syn_backlog,
             b => b.min(65536),
         };
-        if let Some(s) = self.sessions[sid as usize].as_mut() {
+        if let Some(s) = self.sess_mut(sid) {
             s.proto = Proto::TcpListen {
                 backlog,
                 half_open: 0,
@@ -207,14 +206,25 @@ impl SessionMain {
         }
         let v6 = remote.is_ipv6();
         let src = crate::session::source_for(locals, remote.ip()).ok_or(SessionError::NotLocal)?;
+        // The thread the connection lives on, and a port whose reply that thread owns (the
+        // first free port otherwise: its owner is then the thread). Near port exhaustion
+        // (no free port the thread owns) this scans the ephemeral range twice under the
+        // session lock: at most 2 x 16384 cheap lookups, once per failing connect.
+        let n = self.n_threads();
+        let want = self.next_active_thread();
         let port = self
-            .ephemeral_in(v6, |s, v6, p| s.tcp_port_used(v6, p))
+            .ephemeral_in(v6, |s, v6, p| {
+                s.tcp_port_used(v6, p)
+                    || crate::session::flow_owner(SocketAddr::new(src, p), remote, n) != want
+            })
+            .or_else(|| self.ephemeral_in(v6, |s, v6, p| s.tcp_port_used(v6, p)))
             .ok_or(SessionError::NoSpace)?;
         let local = SocketAddr::new(src, port);
-        let sid = self.new_session(a, local, Some(remote))?;
+        let owner = crate::session::flow_owner(local, remote, n);
+        let sid = self.new_session(owner, a, local, Some(remote))?;
         let iss = self.iss(local, remote);
         let tcb = Tcb::connect(iss, self.tcp_local(v6), Instant::now());
-        let slot = match self.sessions[sid as usize].as_mut() {
+        let slot = match self.sess_mut(sid) {
             Some(s) => {
                 s.proto = Proto::Tcp(
                     Box::new(tcb),
@@ -231,7 +241,7 @@ impl SessionMain {
         if let Some((rx, _)) = self.apps[a as usize].as_ref().and_then(|x| x.fifos(slot)) {
             rx.set_endpoints(local, remote, NO_SLOT);
         }
-        self.tcp_conns.insert((local, remote), sid);
+        self.workers[owner].tcp_conns.insert((local, remote), sid);
         self.tcp_port_ref(v6, port, true);
         self.tcp_count += 1;
         self.tcp_stats.connected += 1;
@@ -241,29 +251,30 @@ impl SessionMain {
 
     /// Queues connection `sid` for `session-queue` to send what it has.
     pub fn tcp_queue(&mut self, sid: u32) {
-        if let Some(Proto::Tcp(_, l)) = self
-            .sessions
-            .get_mut(sid as usize)
-            .and_then(|s| s.as_mut().map(|s| &mut s.proto))
-        {
+        if let Some(Proto::Tcp(_, l)) = self.sess_mut(sid).map(|s| &mut s.proto) {
             if !l.queued {
                 l.queued = true;
-                self.tcp_out.push(sid);
-                self.tcp_kick.store(true, Ordering::Release);
+                self.worker_of(sid).tcp_out.push(sid);
+                self.kick_worker(crate::session::handle_thread(sid));
             }
         }
     }
 
     fn rst(&mut self, local: SocketAddr, remote: SocketAddr, seq: u32, ack: u32, flags: TcpFlags) {
-        self.ctl_out
-            .push((local, remote, tcp::Out::bare(seq, ack, flags, 0)));
-        self.tcp_kick.store(true, Ordering::Release);
+        self.ctl_push(local, remote, tcp::Out::bare(seq, ack, flags, 0));
+    }
+
+    /// Queues a segment no connection sends on the thread that owns its flow.
+    fn ctl_push(&mut self, local: SocketAddr, remote: SocketAddr, o: tcp::Out) {
+        let t = crate::session::flow_owner(local, remote, self.n_threads());
+        self.workers[t].ctl_out.push((local, remote, o));
+        self.kick_worker(t);
     }
 
     /// The application closed `sid`: a listener stops, a connection sends FIN after its data
     /// (one still in the handshake is reset).
     pub fn tcp_close(&mut self, sid: u32) {
-        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+        let Some(s) = self.sess_mut(sid) else {
             return;
         };
         match &mut s.proto {
@@ -288,11 +299,7 @@ impl SessionMain {
     /// UDP session is left as it is; a connection not yet established (or a listener)
     /// is `NotConnected`.
     pub fn tcp_shutdown(&mut self, sid: u32) -> Result<(), SessionError> {
-        let s = self
-            .sessions
-            .get_mut(sid as usize)
-            .and_then(|x| x.as_mut())
-            .ok_or(SessionError::NoSession)?;
+        let s = self.sess_mut(sid).ok_or(SessionError::NoSession)?;
         match &mut s.proto {
             Proto::Udp => Ok(()),
             Proto::TcpListen { .. } => Err(SessionError::NotConnected),
@@ -316,7 +323,7 @@ impl SessionMain {
 
     /// Abortive close: a RST to the peer of a live connection, everything freed.
     pub fn tcp_abort(&mut self, sid: u32) {
-        let Some(s) = self.sessions.get(sid as usize).and_then(|x| x.as_ref()) else {
+        let Some(s) = self.sess(sid) else {
             return;
         };
         if let (Proto::Tcp(t, _), Some(r)) = (&s.proto, s.remote) {
@@ -331,7 +338,7 @@ impl SessionMain {
 
     /// Frees session `sid` (listener or connection) and everything it holds.
     fn tcp_release(&mut self, sid: u32) {
-        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.take()) else {
+        let Some(s) = self.take_sess(sid) else {
             return;
         };
         let v6 = s.local.is_ipv6();
@@ -351,22 +358,20 @@ impl SessionMain {
             }
             Proto::Tcp(_, l) => {
                 if let Some(t) = l.timer {
-                    self.tcp_timer_set.remove(&(t, sid));
+                    self.worker_of(sid).tcp_timer_set.remove(&(t, sid));
                 }
                 if let Some(r) = s.remote {
-                    if self.tcp_conns.get(&(s.local, r)) == Some(&sid) {
-                        self.tcp_conns.remove(&(s.local, r));
+                    let w = self.worker_of(sid);
+                    if w.tcp_conns.get(&(s.local, r)) == Some(&sid) {
+                        w.tcp_conns.remove(&(s.local, r));
                     }
                 }
                 if l.port_ref {
                     self.tcp_port_ref(v6, s.local.port(), false);
                 }
                 if let Some(p) = l.parent {
-                    if let Some(Proto::TcpListen { half_open, .. }) = self
-                        .sessions
-                        .get_mut(p as usize)
-                        .and_then(|x| x.as_mut())
-                        .map(|x| &mut x.proto)
+                    if let Some(Proto::TcpListen { half_open, .. }) =
+                        self.sess_mut(p).map(|x| &mut x.proto)
                     {
                         *half_open = half_open.saturating_sub(1);
                     }
@@ -376,7 +381,7 @@ impl SessionMain {
         }
         self.release_slot(s.app, s.slot, sid);
         self.tcp_count = self.tcp_count.saturating_sub(1);
-        self.free.push(sid);
+        self.free_sess(sid);
         // The last lingering connection of an application that is gone.
         let dead = self
             .apps
@@ -414,7 +419,12 @@ impl SessionMain {
         again: bool,
     ) -> Result<Effect, TcpDrop> {
         let apps = &self.apps;
-        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+        let Some(s) = self
+            .workers
+            .get_mut(crate::session::handle_thread(sid))
+            .and_then(|w| w.sessions.get_mut(crate::session::handle_index(sid)))
+            .and_then(|x| x.as_mut())
+        else {
             return Err(TcpDrop::NoListener);
         };
         let fifos = apps
@@ -444,13 +454,17 @@ impl SessionMain {
         now: Instant,
     ) -> Result<(), TcpDrop> {
         let has = |f: TcpFlags| seg.flags.intersects(f);
-        if let Some(&sid) = self.tcp_conns.get(&(local, remote)) {
+        let conn = self
+            .owner_worker(local, remote)
+            .tcp_conns
+            .get(&(local, remote));
+        if let Some(&sid) = conn {
             // New data for a connection whose application is gone: nobody will read it
             // (RFC 9293 3.10.7.4, as Linux does for an orphaned socket).
-            if let Some(Some(crate::session::Session {
+            if let Some(crate::session::Session {
                 proto: Proto::Tcp(t, _),
                 ..
-            })) = self.sessions.get(sid as usize)
+            }) = self.sess(sid)
             {
                 if t.orphan && t.takes_new_data(seg) {
                     self.tcp_abort(sid);
@@ -459,12 +473,7 @@ impl SessionMain {
             }
             let eff = self.tcp_conn_input(sid, seg, now, false)?;
             self.tcp_effect(sid, eff);
-            let has_slot = || {
-                self.sessions
-                    .get(sid as usize)
-                    .and_then(|x| x.as_ref())
-                    .is_some_and(|x| x.slot != NO_SLOT)
-            };
+            let has_slot = || self.sess(sid).is_some_and(|x| x.slot != NO_SLOT);
             if eff.replay && eff.accepted && has_slot() {
                 // Data on the handshake's final ACK: the connection has its slot now.
                 let eff = self.tcp_conn_input(sid, seg, now, true)?;
@@ -508,7 +517,7 @@ impl SessionMain {
             return Ok(());
         }
         let cookies = self.cfg.syn_cookies;
-        let app = match self.sessions[lsid as usize].as_mut() {
+        let app = match self.sess_mut(lsid) {
             Some(s) => match &mut s.proto {
                 Proto::TcpListen {
                     backlog,
@@ -533,7 +542,14 @@ impl SessionMain {
         };
         let iss = self.iss(local, remote);
         let tcb = Tcb::accept(iss, seg, self.tcp_local(local.is_ipv6()), now);
-        self.tcp_new_conn(app, lsid, local, remote, tcb);
+        if !self.tcp_new_conn(app, lsid, local, remote, tcb) {
+            // Not filed: the SYN is dropped (counted), as if lost; the backlog place freed.
+            if let Some(Proto::TcpListen { half_open, .. }) =
+                self.sess_mut(lsid).map(|s| &mut s.proto)
+            {
+                *half_open = half_open.saturating_sub(1);
+            }
+        }
         Ok(())
     }
 
@@ -549,7 +565,7 @@ impl SessionMain {
         mss: u16,
         now: Instant,
     ) -> Result<(), TcpDrop> {
-        let Some(s) = self.sessions[lsid as usize].as_mut() else {
+        let Some(s) = self.sess_mut(lsid) else {
             return Err(TcpDrop::NoListener);
         };
         let app = s.app;
@@ -576,14 +592,17 @@ impl SessionMain {
             wnd,
             now,
         );
-        self.tcp_new_conn(app, lsid, local, remote, tcb);
+        if !self.tcp_new_conn(app, lsid, local, remote, tcb) {
+            return Ok(());
+        }
         self.tcp_stats.syn_cookies_ok += 1;
         // The ACK (and any data on it) now finds its connection.
         self.tcp_input(local, remote, seg, now)
     }
 
     /// Files a passive open under `local`/`remote` (in the handshake, no slot yet) and
-    /// queues its first output.
+    /// queues its first output; false (counted in `table_full`) when the owning thread's
+    /// table is full.
     fn tcp_new_conn(
         &mut self,
         app: u32,
@@ -591,7 +610,7 @@ impl SessionMain {
         local: SocketAddr,
         remote: SocketAddr,
         tcb: Tcb,
-    ) {
+    ) -> bool {
         let s = crate::session::Session {
             app,
             slot: NO_SLOT,
@@ -606,24 +625,20 @@ impl SessionMain {
                 },
             ),
         };
-        let sid = match self.free.pop() {
-            Some(i) => {
-                self.sessions[i as usize] = Some(s);
-                i
-            }
-            None => {
-                self.sessions.push(Some(s));
-                self.sessions.len() as u32 - 1
-            }
+        let owner = crate::session::flow_owner(local, remote, self.n_threads());
+        let Some(sid) = self.alloc_sess(owner, s) else {
+            self.tcp_stats.table_full += 1;
+            return false;
         };
-        self.tcp_conns.insert((local, remote), sid);
+        self.workers[owner].tcp_conns.insert((local, remote), sid);
         self.tcp_count += 1;
         self.tcp_queue(sid);
+        true
     }
 
     /// Acts on what a segment or timer did to connection `sid`.
     pub fn tcp_effect(&mut self, sid: u32, e: Effect) {
-        let Some(s) = self.sessions.get(sid as usize).and_then(|x| x.as_ref()) else {
+        let Some(s) = self.sess(sid) else {
             return;
         };
         let (local, remote) = (s.local, s.remote.unwrap_or(s.local));
@@ -656,7 +671,7 @@ impl SessionMain {
     /// Frees what a connection no longer needs: everything once it is closed and the
     /// application let go of it, the slot once it is in TIME-WAIT.
     fn tcp_settle(&mut self, sid: u32, closed: bool) {
-        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+        let Some(s) = self.sess_mut(sid) else {
             return;
         };
         let (app, slot, local, remote) = (s.app, s.slot, s.local, s.remote);
@@ -672,8 +687,9 @@ impl SessionMain {
             } else if let Some(r) = remote {
                 // The application still holds the slot: it reads the end; new segments
                 // for this 4-tuple get a RST.
-                if self.tcp_conns.get(&(local, r)) == Some(&sid) {
-                    self.tcp_conns.remove(&(local, r));
+                let w = self.worker_of(sid);
+                if w.tcp_conns.get(&(local, r)) == Some(&sid) {
+                    w.tcp_conns.remove(&(local, r));
                 }
             }
             return;
@@ -686,7 +702,7 @@ impl SessionMain {
 
     /// A passive open completed: give it a slot of the listener's application and tell it.
     fn tcp_accept(&mut self, sid: u32) -> bool {
-        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+        let Some(s) = self.sess_mut(sid) else {
             return false;
         };
         let (app, local, remote) = (s.app, s.local, s.remote.unwrap_or(s.local));
@@ -694,14 +710,12 @@ impl SessionMain {
             Proto::Tcp(_, l) => l.parent.take(),
             _ => None,
         };
-        let lslot = parent
-            .and_then(|p| self.sessions.get_mut(p as usize).and_then(|x| x.as_mut()))
-            .map(|p| {
-                if let Proto::TcpListen { half_open, .. } = &mut p.proto {
-                    *half_open = half_open.saturating_sub(1);
-                }
-                p.slot
-            });
+        let lslot = parent.and_then(|p| self.sess_mut(p)).map(|p| {
+            if let Proto::TcpListen { half_open, .. } = &mut p.proto {
+                *half_open = half_open.saturating_sub(1);
+            }
+            p.slot
+        });
         let slot = self
             .apps
             .get(app as usize)
@@ -713,7 +727,7 @@ impl SessionMain {
             return false;
         };
         let slot = slot as u32;
-        if let Some(s) = self.sessions[sid as usize].as_mut() {
+        if let Some(s) = self.sess_mut(sid) {
             s.slot = slot;
         }
         let Some(a) = self.apps[app as usize].as_mut() else {
@@ -735,7 +749,7 @@ impl SessionMain {
 
     /// Updates the slot's state word and queues a data event for the application.
     fn tcp_notify(&mut self, sid: u32, reset: bool) {
-        let Some(s) = self.sessions.get(sid as usize).and_then(|x| x.as_ref()) else {
+        let Some(s) = self.sess(sid) else {
             return;
         };
         let Proto::Tcp(t, l) = &s.proto else { return };
@@ -777,49 +791,56 @@ impl SessionMain {
         }
     }
 
-    /// Runs the due timers; returns the next deadline.
-    pub fn tcp_timers(&mut self, now: Instant) -> Option<Instant> {
-        let mut due = std::mem::take(&mut self.tcp_due);
-        while let Some(&(when, sid)) = self.tcp_timer_set.first() {
+    /// Runs thread `thread`'s due timers; returns its next deadline.
+    pub fn tcp_timers(&mut self, thread: usize, now: Instant) -> Option<Instant> {
+        let mut due = std::mem::take(&mut self.workers[thread].tcp_due);
+        while let Some(&(when, sid)) = self.workers[thread].tcp_timer_set.first() {
             if when > now {
                 break;
             }
-            self.tcp_timer_set.pop_first();
-            if let Some(Proto::Tcp(_, l)) = self
-                .sessions
-                .get_mut(sid as usize)
-                .and_then(|x| x.as_mut().map(|s| &mut s.proto))
-            {
+            self.workers[thread].tcp_timer_set.pop_first();
+            if let Some(Proto::Tcp(_, l)) = self.sess_mut(sid).map(|s| &mut s.proto) {
                 l.timer = None;
                 due.push(sid);
             }
         }
         for &sid in &due {
-            let e = match self.sessions[sid as usize].as_mut().map(|s| &mut s.proto) {
+            let e = match self.sess_mut(sid).map(|s| &mut s.proto) {
                 Some(Proto::Tcp(t, _)) => t.timer(now),
                 _ => continue,
             };
             self.tcp_effect(sid, e);
         }
         due.clear();
-        self.tcp_due = due;
-        self.tcp_next_deadline()
+        self.workers[thread].tcp_due = due;
+        self.tcp_next_deadline(thread)
     }
 
-    /// The earliest TCP timer.
-    pub fn tcp_next_deadline(&self) -> Option<Instant> {
-        self.tcp_timer_set.first().map(|x| x.0)
+    /// The earliest TCP timer of thread `thread`.
+    pub fn tcp_next_deadline(&self, thread: usize) -> Option<Instant> {
+        self.workers[thread].tcp_timer_set.first().map(|x| x.0)
     }
 
     /// Files connection `sid` under its current deadline (after anything that may have
     /// moved it).
+    /// With workers, a moved deadline kicks the connection's thread: its `session-queue`
+    /// learns its next timer only when it runs, and it runs only when `active()` (kicked,
+    /// busy, or a deadline it knows is due), on thread 0 as on a worker.
     pub fn tcp_rearm(&mut self, sid: u32) {
-        if let Some(Proto::Tcp(t, l)) = self
+        let w = self.worker_of(sid);
+        let mut moved = false;
+        if let Some(Proto::Tcp(t, l)) = w
             .sessions
-            .get_mut(sid as usize)
+            .get_mut(crate::session::handle_index(sid))
             .and_then(|x| x.as_mut().map(|s| &mut s.proto))
         {
-            rearm(&mut self.tcp_timer_set, sid, t, l);
+            let before = l.timer;
+            rearm(&mut w.tcp_timer_set, sid, t, l);
+            moved = l.timer != before;
+        }
+        let th = crate::session::handle_thread(sid);
+        if moved && th != 0 && th < self.n_threads() {
+            self.kick_worker(th);
         }
     }
 }
@@ -869,7 +890,7 @@ mod tests {
         let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
         let r: SocketAddr = "10.0.0.2:4000".parse().unwrap();
         sm.syn_cookie(l, r, &seg(777, 0, TcpFlags::SYN));
-        let (_, _, o) = sm.ctl_out[0];
+        let (_, _, o) = sm.workers[0].ctl_out[0];
         assert_eq!(o.flags, TcpFlags::SYN | TcpFlags::ACK);
         assert_eq!(
             (o.ack, o.mss, o.wscale, o.ts, o.sack_ok),
@@ -896,7 +917,7 @@ mod tests {
         let mut sm = SessionMain::default();
         let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
         let r: SocketAddr = "10.0.0.2:4000".parse().unwrap();
-        sm.sessions.push(Some(crate::session::Session {
+        sm.workers[0].sessions.push(Some(crate::session::Session {
             app: 0,
             slot: 0,
             local: l,
@@ -914,10 +935,13 @@ mod tests {
         let ack = seg(778, c.wrapping_add(1), TcpFlags::ACK);
         assert!(sm.cookie_check(l, r, &ack).is_some(), "the cookie is valid");
         sm.tcp_input(l, r, &ack, Instant::now()).unwrap();
-        assert!(sm.tcp_conns.is_empty(), "a connection was opened");
+        assert!(
+            sm.workers[0].tcp_conns.is_empty(),
+            "a connection was opened"
+        );
         let t = &sm.tcp_stats;
         assert_eq!((t.syn_cookies_ok, t.syn_cookies_bad), (0, 0));
-        let (_, _, o) = sm.ctl_out.last().expect("a reset");
+        let (_, _, o) = sm.workers[0].ctl_out.last().expect("a reset");
         assert_eq!((o.flags, o.seq), (TcpFlags::RST, ack.ack));
     }
 
@@ -934,9 +958,8 @@ mod tests {
             .unwrap();
         sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
             .unwrap();
-        let sid = sm.tcp_conns[&(l, r)];
-        let Some(Proto::Tcp(t, _)) = sm.sessions[sid as usize].as_mut().map(|s| &mut s.proto)
-        else {
+        let sid = sm.workers[0].tcp_conns[&(l, r)];
+        let Some(Proto::Tcp(t, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
             panic!("not a connection");
         };
         let mut iss = None;
@@ -945,6 +968,139 @@ mod tests {
             true
         });
         (sm, peer, sid, iss.unwrap().wrapping_add(1))
+    }
+
+    /// A thread's table full (a small limit here; [`MAX_SESSIONS`] for real): the passive
+    /// open is dropped and counted, its backlog place freed, no handle spills into the
+    /// thread bits; a freed index is reused.
+    ///
+    /// [`MAX_SESSIONS`]: crate::session::MAX_SESSIONS
+    #[test]
+    fn a_full_session_table_drops_the_passive_open() {
+        use crate::session::{handle_index, handle_thread};
+        let now = Instant::now();
+        let (mut sm, _peer) = crate::session::tests::with_app();
+        sm.sess_limit = Some(3);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let lsid = sm
+            .tcp_listen(0, l, 64, &crate::session::tests::locals())
+            .unwrap();
+        let r = |p| SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+        for p in [4000, 4001] {
+            sm.tcp_input(l, r(p), &seg(777, 0, TcpFlags::SYN), now)
+                .unwrap();
+        }
+        let before = sm.workers[0].sessions.len();
+        assert_eq!(before, 3, "the listener and two passive opens");
+        sm.tcp_input(l, r(4002), &seg(777, 0, TcpFlags::SYN), now)
+            .unwrap();
+        assert_eq!(sm.tcp_stats.table_full, 1);
+        assert!(!sm.workers[0].tcp_conns.contains_key(&(l, r(4002))));
+        assert_eq!(sm.workers[0].sessions.len(), before);
+        assert_eq!(sm.tcp_count, 3);
+        let Some(Proto::TcpListen { half_open, .. }) = sm.sess(lsid).map(|s| &s.proto) else {
+            panic!("not a listener");
+        };
+        assert_eq!(*half_open, 2, "the dropped SYN holds no backlog place");
+        // A freed index is reused, under the limit.
+        let sid = sm.workers[0].tcp_conns[&(l, r(4000))];
+        sm.tcp_abort(sid);
+        sm.tcp_input(l, r(4002), &seg(777, 0, TcpFlags::SYN), now)
+            .unwrap();
+        let sid2 = sm.workers[0].tcp_conns[&(l, r(4002))];
+        assert_eq!(
+            (handle_thread(sid2), handle_index(sid2)),
+            (0, handle_index(sid))
+        );
+        assert_eq!(sm.tcp_stats.table_full, 1);
+    }
+
+    /// An application dying with connections on every thread (handshakes it listens for,
+    /// its active opens): every thread's table, connection table and timers are emptied,
+    /// and the application is reaped.
+    #[test]
+    fn an_app_dying_frees_its_sessions_on_every_thread() {
+        use crate::session::handle_thread;
+        let now = Instant::now();
+        let (mut sm, _peer) = crate::session::tests::with_app();
+        let _ = sm.worker_kick(2);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let locals = crate::session::tests::locals();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        for p in 4000..4030u16 {
+            let r = SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+            sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
+                .unwrap();
+        }
+        let remote: SocketAddr = "10.0.0.2:5201".parse().unwrap();
+        let mut on = [false; 3];
+        for _ in 0..3 {
+            on[handle_thread(sm.tcp_connect(0, remote, &locals).unwrap())] = true;
+        }
+        assert_eq!(on, [true; 3], "active opens on every thread");
+        assert!(sm.workers.iter().all(|w| !w.tcp_conns.is_empty()));
+        sm.detach(0, &mut Vec::new());
+        assert_eq!(sm.iter().count(), 0, "every thread's sessions freed");
+        for w in sm.workers.iter() {
+            assert!(w.tcp_conns.is_empty() && w.tcp_timer_set.is_empty());
+        }
+        assert_eq!(sm.tcp_count, 0);
+        assert!(sm.apps[0].is_none(), "the application reaped");
+    }
+
+    /// With three threads, passive opens live on the thread owning their 4-tuple (the
+    /// handle names it; the SYN-ACK is queued there), active opens go round the threads
+    /// with a port whose reply that thread owns; closing frees every thread's table.
+    #[test]
+    fn sessions_live_on_the_thread_that_owns_their_flow() {
+        use crate::session::{flow_owner, handle_index, handle_thread};
+        let now = Instant::now();
+        let (mut sm, _peer) = crate::session::tests::with_app();
+        let _ = sm.worker_kick(2);
+        assert_eq!(sm.n_threads(), 3);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let locals = crate::session::tests::locals();
+        let lsid = sm.tcp_listen(0, l, 64, &locals).unwrap();
+        assert_eq!(handle_thread(lsid), 0, "listeners live on thread 0");
+        let mut seen = [0; 3];
+        for p in 4000..4030u16 {
+            let r = SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+            sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
+                .unwrap();
+            let t = flow_owner(l, r, 3);
+            let sid = sm.workers[t].tcp_conns[&(l, r)];
+            assert_eq!(handle_thread(sid), t, "{r}");
+            assert!(
+                sm.workers[t].tcp_out.contains(&sid),
+                "SYN-ACK queued on {t}"
+            );
+            assert!(sm.workers[t].sessions[handle_index(sid)].is_some());
+            seen[t] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+        let remote: SocketAddr = "10.0.0.2:5201".parse().unwrap();
+        let mut active = vec![];
+        for want in [0, 1, 2] {
+            let sid = sm.tcp_connect(0, remote, &locals).unwrap();
+            let local = sm.sess(sid).unwrap().local;
+            assert_eq!(handle_thread(sid), want);
+            assert_eq!(
+                flow_owner(local, remote, 3),
+                want,
+                "the reply is owned there"
+            );
+            assert_eq!(sm.workers[want].tcp_conns[&(local, remote)], sid);
+            active.push(sid);
+        }
+        for sid in active {
+            sm.tcp_abort(sid);
+        }
+        sm.tcp_close(lsid);
+        assert_eq!(sm.iter().count(), 0, "every thread's sessions freed");
+        for w in sm.workers.iter() {
+            assert!(w.tcp_conns.is_empty() && w.tcp_timer_set.is_empty());
+        }
+        assert_eq!(sm.tcp_count, 0);
     }
 
     /// Takes the application's pending events (as `App::next` does).
@@ -971,7 +1127,7 @@ mod tests {
             ..seg(778, snd, TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN)
         };
         sm.tcp_input(l, r, &ack, now).unwrap();
-        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        let slot = sm.sess(sid).unwrap().slot;
         assert_eq!(app_events(&sm), [seg::EVENT_ACCEPT | slot]);
         let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
         let mut got = [0u8; 16];
@@ -981,7 +1137,7 @@ mod tests {
             rx.state().load(Ordering::Acquire),
             tcp_state::ESTABLISHED | tcp_state::PEER_FIN
         );
-        let s = sm.sessions[sid as usize].as_ref().unwrap();
+        let s = sm.sess(sid).unwrap();
         assert_eq!((s.stats.rx, s.stats.rx_bytes), (1, 5), "counted once");
     }
 
@@ -1000,7 +1156,7 @@ mod tests {
         q_full(&sm); // the application is behind (slot 0 is the listener's)
         sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
             .unwrap();
-        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        let slot = sm.sess(sid).unwrap().slot;
         let got = app_events(&sm);
         assert!(
             !got.is_empty() && got.iter().all(|&e| e == 0),
@@ -1033,18 +1189,17 @@ mod tests {
         );
         sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
             .unwrap();
-        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        let slot = sm.sess(sid).unwrap().slot;
         assert_eq!(app_events(&sm), [seg::EVENT_ACCEPT | slot]);
         // session-queue sent what was queued.
-        sm.tcp_out.clear();
-        if let Some(Proto::Tcp(_, l)) = sm.sessions[sid as usize].as_mut().map(|s| &mut s.proto) {
+        sm.workers[0].tcp_out.clear();
+        if let Some(Proto::Tcp(_, l)) = sm.sess_mut(sid).map(|s| &mut s.proto) {
             l.queued = false;
         }
         sm.tcp_shutdown(sid).unwrap();
         sm.tcp_shutdown(sid).unwrap(); // again: nothing more to do
-        assert_eq!(sm.tcp_out, [sid], "queued to send its FIN");
-        let Some(Proto::Tcp(t, _)) = sm.sessions[sid as usize].as_mut().map(|s| &mut s.proto)
-        else {
+        assert_eq!(sm.workers[0].tcp_out, [sid], "queued to send its FIN");
+        let Some(Proto::Tcp(t, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
             panic!("not a connection");
         };
         let mut out = vec![];
