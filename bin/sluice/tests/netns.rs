@@ -1353,11 +1353,14 @@ fn refused_kicks_are_retried(drv: Driver) {
         send_raw(&a, frame.clone(), 1000);
         // Sluice has taken the burst in when its rx count stops moving; from then on nothing
         // is sent to it, so only re-kicks can get what the kernel refused out.
+        // A loaded machine may not run the worker within one 100 ms step: wait for the first
+        // packet before waiting for the count to settle (10 s at most).
         let mut rx = if_counter(&d, &ha, "rx packets");
+        let t_in = Instant::now();
         loop {
             std::thread::sleep(Duration::from_millis(100));
             let now = if_counter(&d, &ha, "rx packets");
-            if now == rx {
+            if (now == rx && now > 0) || t_in.elapsed() > Duration::from_secs(10) {
                 break;
             }
             rx = now;
