@@ -42,40 +42,28 @@ pub const MAX_SLOTS: usize = 128;
 
 /// Per (node slot, interface): the next arc index + 1 (0 = the node's default arc); per
 /// slot, how many interfaces have a non-default entry.
-///
-/// A slot's row has one entry more than [`MAX_IFS`], never written: an interface index at
-/// or past `MAX_IFS` (a corrupt `rx_if`/`tx_if`) reads it (one `min`, no branch) and gets
-/// the default arc, rather than another slot's entry (an arc index of some other node).
 pub struct FeatureNext {
     t: Box<[AtomicU16]>,
     used: Box<[AtomicU32]>,
 }
 
-/// Entries per slot: every interface and the "out of range" one.
-const ROW: usize = MAX_IFS + 1;
-
 impl Default for FeatureNext {
     fn default() -> Self {
         FeatureNext {
-            t: (0..MAX_SLOTS * ROW).map(|_| AtomicU16::new(0)).collect(),
+            t: (0..MAX_SLOTS * MAX_IFS)
+                .map(|_| AtomicU16::new(0))
+                .collect(),
             used: (0..MAX_SLOTS).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 }
 
 impl FeatureNext {
-    /// The entry of (`slot`, `sw_if`): an interface past the table reads the row's spare
-    /// entry (always 0); a slot past the table, none.
-    #[inline(always)]
-    fn entry(&self, slot: usize, sw_if: u32) -> Option<&AtomicU16> {
-        self.t.get(slot * ROW + (sw_if as usize).min(MAX_IFS))
-    }
-
     /// The arc node `slot` takes for a packet of interface `sw_if` (rx or tx, as the arc is
-    /// keyed), or `default` (also for an interface index past the table).
+    /// keyed), or `default`.
     #[inline(always)]
     pub fn next(&self, slot: usize, sw_if: u32, default: Next) -> Next {
-        match self.entry(slot, sw_if) {
+        match self.t.get(slot * MAX_IFS + sw_if as usize) {
             Some(v) => match v.load(Ordering::Relaxed) {
                 0 => default,
                 n => Next(n - 1),
@@ -94,10 +82,10 @@ impl FeatureNext {
     }
 
     fn set(&self, slot: usize, sw_if: u32, next: Option<Next>) {
-        if sw_if as usize >= MAX_IFS {
-            return;
-        }
-        let (Some(v), Some(used)) = (self.entry(slot, sw_if), self.used.get(slot)) else {
+        let (Some(v), Some(used)) = (
+            self.t.get(slot * MAX_IFS + sw_if as usize),
+            self.used.get(slot),
+        ) else {
             return;
         };
         let new = next.map(|n| n.0 + 1).unwrap_or(0);
@@ -873,25 +861,6 @@ mod tests {
         // Out of range: ignored, never a panic.
         t.set(MAX_SLOTS, 0, Some(Next(1)));
         assert_eq!(t.next(MAX_SLOTS, u32::MAX, Next(2)), Next(2));
-    }
-
-    #[test]
-    fn interfaces_past_the_table_take_the_default_not_another_slots_entry() {
-        let t = FeatureNext::default();
-        // The first interfaces of slot 3 (what slot 2's index past the table used to read).
-        t.set(3, 0, Some(Next(4)));
-        t.set(3, 1, Some(Next(5)));
-        t.set(2, MAX_IFS as u32, Some(Next(6)));
-        t.set(2, u32::MAX, Some(Next(6)));
-        assert!(!t.any(2), "no entry written past the table");
-        for sw_if in [MAX_IFS as u32, MAX_IFS as u32 + 1, u32::MAX] {
-            assert_eq!(t.next(2, sw_if, Next(1)), Next(1), "interface {sw_if}");
-            let mut run = ArcRun::new(2);
-            run.begin_frame(&t, Next(1));
-            assert_eq!(run.next(&t, sw_if, Next(1)), Next(1));
-        }
-        assert_eq!(t.next(3, 1, Next(1)), Next(5));
-        assert_eq!(t.next(MAX_SLOTS - 1, u32::MAX, Next(2)), Next(2));
     }
 
     #[test]
