@@ -1,19 +1,14 @@
 """scripts/hoststack-plot.py's reader of scripts/hoststack-redis-bench.sh's samples (CSV)."""
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hoststack-plot.py"
+import script_module
 
 
 def plotmod():
-    spec = importlib.util.spec_from_file_location("hoststack_plot", SCRIPT)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return script_module.load("hoststack-plot.py")
 
 
 SAMPLES = """\
@@ -69,7 +64,7 @@ def test_unknown_mode_is_refused():
 
 def test_modes_are_the_bench_scripts():
     """The plot knows exactly the modes scripts/hoststack-redis-bench.sh runs."""
-    text = (SCRIPT.parent / "hoststack-redis-bench.sh").read_text()
+    text = (script_module.SCRIPTS / "hoststack-redis-bench.sh").read_text()
     default = re.search(r'modes=\$\{MODES:-"([^"]*)"\}', text).group(1).split()
     allowed = re.search(r"case \$m in ([\w|-]+)\)", text).group(1).split("|")
     assert tuple(default) == plotmod().MODES

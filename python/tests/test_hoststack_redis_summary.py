@@ -1,33 +1,41 @@
 """scripts/hoststack-redis-summary.py: the per-run row of docs/hoststack.md's modes table."""
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hoststack-redis-summary.py"
+import script_module
 
 
 def summod():
-    spec = importlib.util.spec_from_file_location("hoststack_redis_summary", SCRIPT)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return script_module.load("hoststack-redis-summary.py")
+
+
+def samples(head, rows):
+    """The bench's latency CSV: comment lines `head`, then a row per (mode, clients, run,
+    p50, p99.9) of 64 B (p95 and p99 0.1, which the summary does not read)."""
+    body = "".join(f"{m},{c},64,{r},{p50:.3f},0.1,0.1,{p999:.1f}\n" for m, c, r, p50, p999 in rows)
+    return (f"{head}\nmode,clients,payload,run,p50,p95,p99,p99.9\n{body}"
+            "# load average after: 1.0 1.0 1.0; 9 s\n")
+
+
+def cells(row):
+    """The cells of a markdown table row."""
+    return [c.strip() for c in row.strip("|").split("|")]
 
 
 # Two runs of 1000 requests, clients 1 and 4, 64 B: written as the bench writes them.
-SAMPLES = """\
+SAMPLES = samples(
+    """\
 # scripts/hoststack-redis-bench.sh 2 1000 "1 4" "64"; MODES="kernel sluice" RXMODE=polling
-# 2026-11-30T07:00:00Z, load average before: 1.0 1.0 1.0
-mode,clients,payload,run,p50,p95,p99,p99.9
-kernel,1,64,1,0.040,0.1,0.1,1.0
-sluice,1,64,1,0.020,0.1,0.1,0.5
-kernel,4,64,1,0.100,0.1,0.1,2.0
-sluice,4,64,1,0.200,0.1,0.1,1.0
-kernel,1,64,2,0.040,0.1,0.1,1.0
-sluice,1,64,2,0.040,0.1,0.1,0.5
-kernel,4,64,2,0.100,0.1,0.1,4.0
-sluice,4,64,2,0.300,0.1,0.1,5.0
-# load average after: 1.0 1.0 1.0; 9 s
-"""
+# 2026-11-30T07:00:00Z, load average before: 1.0 1.0 1.0""",
+    [
+        ("kernel", 1, 1, 0.04, 1.0),
+        ("sluice", 1, 1, 0.02, 0.5),
+        ("kernel", 4, 1, 0.1, 2.0),
+        ("sluice", 4, 1, 0.2, 1.0),
+        ("kernel", 1, 2, 0.04, 1.0),
+        ("sluice", 1, 2, 0.04, 0.5),
+        ("kernel", 4, 2, 0.1, 4.0),
+        ("sluice", 4, 2, 0.3, 5.0),
+    ],
+)
 SCHED = """\
 # scripts/hoststack-redis-bench.sh 2 1000 "1 4" "64"; MODES="kernel sluice" RXMODE=polling
 # 2026-11-30T07:00:00Z, load average before: 1.0 1.0 1.0
@@ -51,7 +59,7 @@ def test_row(tmp_path):
     (tmp_path / "r.csv").write_text(SAMPLES)
     (tmp_path / "r-sched.csv").write_text(SCHED)
     (row,) = summod().summary(tmp_path / "r.csv")
-    cols = [c.strip() for c in row.strip("|").split("|")]
+    cols = cells(row)
     assert cols[0] == "r"
     # p99.9 medians: kernel 3.0, sluice 3.0 -> ratio 1, met (<=); p50 0.25 / 0.1.
     assert cols[1] == "1.00 / 1.00 / 1.00" and cols[2] == "1"
@@ -70,29 +78,29 @@ def test_row(tmp_path):
 # Three runs of 1000 requests, two modes besides the kernel (one row each), clients 1 and 4,
 # 64 B. Odd run count: each median is the middle sample, away from the mean (4-client
 # p99.9: kernel 1 / 2 / 9 -> median 2, mean 4; sluice 3 / 1 / 4 -> 3; memif 10 / 1 / 1 -> 1).
-SAMPLES3 = """\
-# scripts/hoststack-redis-bench.sh 3 1000 "1 4" "64"; MODES="kernel sluice both-memif"
-mode,clients,payload,run,p50,p95,p99,p99.9
-kernel,1,64,1,0.040,0.1,0.1,1.0
-sluice,1,64,1,0.020,0.1,0.1,1.0
-both-memif,1,64,1,0.080,0.1,0.1,1.0
-kernel,4,64,1,0.100,0.1,0.1,1.0
-sluice,4,64,1,0.200,0.1,0.1,3.0
-both-memif,4,64,1,0.900,0.1,0.1,10.0
-kernel,1,64,2,0.100,0.1,0.1,1.0
-sluice,1,64,2,0.200,0.1,0.1,1.0
-both-memif,1,64,2,0.080,0.1,0.1,1.0
-kernel,4,64,2,0.400,0.1,0.1,9.0
-sluice,4,64,2,0.800,0.1,0.1,1.0
-both-memif,4,64,2,0.050,0.1,0.1,1.0
-kernel,1,64,3,0.040,0.1,0.1,1.0
-sluice,1,64,3,0.020,0.1,0.1,1.0
-both-memif,1,64,3,0.080,0.1,0.1,1.0
-kernel,4,64,3,0.100,0.1,0.1,2.0
-sluice,4,64,3,0.200,0.1,0.1,4.0
-both-memif,4,64,3,0.050,0.1,0.1,1.0
-# load average after: 1.0 1.0 1.0; 9 s
-"""
+SAMPLES3 = samples(
+    '# scripts/hoststack-redis-bench.sh 3 1000 "1 4" "64"; MODES="kernel sluice both-memif"',
+    [
+        ("kernel", 1, 1, 0.04, 1.0),
+        ("sluice", 1, 1, 0.02, 1.0),
+        ("both-memif", 1, 1, 0.08, 1.0),
+        ("kernel", 4, 1, 0.1, 1.0),
+        ("sluice", 4, 1, 0.2, 3.0),
+        ("both-memif", 4, 1, 0.9, 10.0),
+        ("kernel", 1, 2, 0.1, 1.0),
+        ("sluice", 1, 2, 0.2, 1.0),
+        ("both-memif", 1, 2, 0.08, 1.0),
+        ("kernel", 4, 2, 0.4, 9.0),
+        ("sluice", 4, 2, 0.8, 1.0),
+        ("both-memif", 4, 2, 0.05, 1.0),
+        ("kernel", 1, 3, 0.04, 1.0),
+        ("sluice", 1, 3, 0.02, 1.0),
+        ("both-memif", 1, 3, 0.08, 1.0),
+        ("kernel", 4, 3, 0.1, 2.0),
+        ("sluice", 4, 3, 0.2, 4.0),
+        ("both-memif", 4, 3, 0.05, 1.0),
+    ],
+)
 SCHED3 = "mode,clients,payload,run,process,elapsed_ms,cpu_ms,wait_ms,slices,vcsw,ivcsw\n" + "".join(
     f"{m},{c},64,{r},{p},100,{cpu},{w},{sl},1,1\n"
     for r in (1, 2, 3)
@@ -113,8 +121,7 @@ def test_three_runs_two_modes(tmp_path):
     (tmp_path / "r.csv").write_text(SAMPLES3)
     (tmp_path / "r-sched.csv").write_text(SCHED3)
     memif, sluice = summod().summary(tmp_path / "r.csv")
-    m = [c.strip() for c in memif.strip("|").split("|")]
-    s = [c.strip() for c in sluice.strip("|").split("|")]
+    m, s = cells(memif), cells(sluice)
     assert m[0] == "r (both-memif)" and s[0] == "r (sluice)"
     # p99.9 medians 4 clients: kernel 2, sluice 3 (1.5, missed), memif 1 (0.5, met); with
     # means it would be 0.67 and 1.00.

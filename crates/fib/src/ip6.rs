@@ -530,6 +530,7 @@ impl Ip6Lpm {
         if value > MAX_VALUE {
             return Err(LpmError::BadValue(value));
         }
+        self.reclaim(epochs);
         let p = mask(prefix, len);
         // Walk down to the level holding the prefix, extending entries on the way (allocate
         // first: a failure leaves the table as it was, apart from unused groups).
@@ -597,9 +598,7 @@ impl Ip6Lpm {
     /// Publishes a new host array built from `routes[128]` (none when it is empty), at most
     /// half full, and retires the old one.
     fn host_rebuild(&mut self, epochs: &Epochs) {
-        for old in self.retired.reclaim(epochs) {
-            drop(old);
-        }
+        self.reclaim(epochs);
         let live = self.routes[128].len();
         let new = if live == 0 {
             std::ptr::null_mut()
@@ -628,11 +627,24 @@ impl Ip6Lpm {
         }
     }
 
+    /// Frees the swapped-out host arrays whose grace period is over (every worker passed a
+    /// quiescent point since the swap); the number left waiting. Every insert and remove
+    /// does it first, so an array waits for the next write to the table, whatever it
+    /// changes, not for the next rebuild of the host array (which may never come, and the
+    /// arrays would then wait for the writer's drop and the table's in the graveyard).
+    pub fn reclaim(&mut self, epochs: &Epochs) -> usize {
+        if !self.retired.is_empty() {
+            drop(self.retired.reclaim(epochs));
+        }
+        self.retired.len()
+    }
+
     /// Removes a prefix; returns its value.
     pub fn remove(&mut self, epochs: &Epochs, prefix: u128, len: u8) -> Option<u32> {
         if len > 128 {
             return None;
         }
+        self.reclaim(epochs);
         let p = mask(prefix, len);
         let v = self.routes[len as usize].remove(&p)?;
         self.n_routes -= 1;
@@ -990,6 +1002,43 @@ mod tests {
         for j in 0..k {
             assert_eq!(t.lookup(base + j), Some(1 + j as u32));
         }
+    }
+
+    /// A swapped-out host array is freed by the first write after its grace period, not
+    /// only by the next rebuild of the host array: the last /128 removed (a table emptied)
+    /// retires the last array, and routes of other lengths never rebuild one.
+    #[test]
+    fn host_arrays_are_freed_by_any_write_after_their_grace_period() {
+        let e = Epochs::new(2);
+        let mut t = Ip6Lpm::new();
+        let base = a("fc00:1::");
+        for k in 0..40u128 {
+            t.insert(&e, base + k, 128, 1 + k as u32).unwrap();
+        }
+        let waiting = t.retired.len();
+        assert!(
+            waiting > 0,
+            "worker 1 has not moved: the rebuilds' arrays wait"
+        );
+        e.quiesce(1);
+        t.insert(&e, base, 64, 2).unwrap();
+        assert_eq!(t.retired.len(), 0, "a /64 insert frees them");
+        for k in 0..40u128 {
+            t.remove(&e, base + k, 128).unwrap();
+        }
+        assert!(t.table().hosts().is_none());
+        let waiting = t.retired.len();
+        assert!(
+            waiting > 0,
+            "the arrays the removals swapped out wait for worker 1"
+        );
+        assert_eq!(t.reclaim(&e), waiting, "worker 1 has not moved since");
+        e.quiesce(1);
+        assert_eq!(t.remove(&e, base, 64), Some(2));
+        assert_eq!(t.retired.len(), 0, "a /64 removal frees it");
+        e.quiesce(1);
+        assert_eq!(t.reclaim(&e), 0);
+        assert_eq!(t.lookup(base + 1), None);
     }
 
     fn prefix() -> impl Strategy<Value = (u128, u8)> {

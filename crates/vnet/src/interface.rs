@@ -289,8 +289,10 @@ impl Interfaces {
 }
 
 /// Creates an interface and wires `interface-output` to its tx node on every thread:
-/// [`VnetError::Exists`] if the name is taken, [`VnetError::System`] if the graph refuses
-/// the arc.
+/// [`VnetError::Exists`] if the name is taken, [`VnetError::Full`] once [`MAX_IFS`]
+/// indices were given out (deleted interfaces keep theirs: no index reaches `MAX_IFS`, so
+/// every per-interface table covers every `rx_if`/`tx_if`), [`VnetError::System`] if the
+/// graph refuses the arc.
 pub fn create(
     vm: &mut Vlib,
     name: &str,
@@ -306,6 +308,11 @@ pub fn create(
     ensure_local0(vm);
     let n_threads = vm.n_threads();
     let ifs = vm.ext_mut::<Interfaces>();
+    if ifs.list.len() >= MAX_IFS {
+        return Err(VnetError::Full(format!(
+            "interface `{name}': no interface index left (at most {MAX_IFS}, deleted ones included)"
+        )));
+    }
     let idx = SwIfIndex(ifs.list.len() as u32);
     let counters = Arc::new(IfCounters::new(n_threads));
     ifs.list.push(Interface {
@@ -741,5 +748,23 @@ mod tests {
         h.tx_sub_if = 9;
         t.sub_tx_failed(0, &h);
         assert_eq!(sub.total(counter::TX_ERROR), 1);
+    }
+
+    /// The last index below `MAX_IFS` is given out, none past it (deleted interfaces keep
+    /// theirs), so every per-interface table covers every interface.
+    #[test]
+    fn no_interface_index_reaches_max_ifs() {
+        let (mut vm, _cli) = crate::testing::configured(&[], 0, 256, &[]);
+        // Every index up to the last but one, taken by interfaces since deleted.
+        for i in 1..MAX_IFS - 1 {
+            let sw = create(&mut vm, &format!("if{i}"), "test", [2, 0, 0, 0, 0, 3], None);
+            assert_eq!(sw.ok(), Some(SwIfIndex(i as u32)));
+            vm.ext_mut::<Interfaces>().list[i].deleted = true;
+        }
+        let last = create(&mut vm, "last", "test", [2, 0, 0, 0, 0, 1], None);
+        assert_eq!(last.ok(), Some(SwIfIndex(MAX_IFS as u32 - 1)));
+        let past = create(&mut vm, "past", "test", [2, 0, 0, 0, 0, 2], None);
+        assert!(matches!(past, Err(VnetError::Full(_))), "{past:?}");
+        assert!(vm.ext_mut::<Interfaces>().find("past").is_none());
     }
 }

@@ -11,11 +11,19 @@
 //! t.assert_no_leaks();
 //! ```
 
-use crate::plugin::{assemble, PluginEntry, Staged};
+use crate::plugin::{assemble, Plugin, PluginEntry, Staged};
 use sluice_cli::CommandTree;
 use sluice_graph::testing::{test_pool, Harness};
 use sluice_graph::{CpuConfig, Vlib};
 use std::ops::{Deref, DerefMut};
+
+/// `plugin`, enabled: an entry for [`configured`] and [`NodeTest::with_plugins`].
+pub fn enabled(plugin: &'static dyn Plugin) -> PluginEntry {
+    PluginEntry {
+        plugin,
+        enabled: true,
+    }
+}
 
 /// vnet and `plugins` assembled with `workers` worker threads and a pool of `buffers`
 /// buffers, configured by the CLI lines `cmds`: the runtime and its CLI, for tests that
@@ -77,6 +85,27 @@ impl NodeTest {
         NodeTest {
             h: Harness::new(a.vm, node),
             cli: a.cli,
+        }
+    }
+
+    /// [`configured`] (`workers` worker threads, `buffers` buffers, the CLI lines `cmds`),
+    /// node `node` under test: for a test that drives the threads itself (a handoff between
+    /// threads, a full queue).
+    ///
+    /// # Panics
+    /// When the runtime cannot be assembled, a command fails or the node does not exist
+    /// (test bugs).
+    pub fn with_workers(
+        plugins: &[PluginEntry],
+        workers: usize,
+        buffers: u32,
+        cmds: &[&str],
+        node: &str,
+    ) -> NodeTest {
+        let (vm, cli) = configured(plugins, workers, buffers, cmds);
+        NodeTest {
+            h: Harness::new(vm, node),
+            cli,
         }
     }
 

@@ -1937,11 +1937,24 @@ mod tests {
 
     /// The IPv4 input ACL node under test, the ACL plugin enabled.
     fn input4_test() -> sluice_vnet::testing::NodeTest {
-        let entry = sluice_vnet::plugin::PluginEntry {
-            plugin: &PLUGIN,
-            enabled: true,
-        };
+        let entry = sluice_vnet::testing::enabled(&PLUGIN);
         sluice_vnet::testing::NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa")
+    }
+
+    /// [`input4_test`] with one worker and `buffers` buffers, pg0 stateful (a permit+reflect
+    /// input list): its sessions belong to the worker.
+    fn stateful_pg0_with_a_worker(buffers: u32) -> sluice_vnet::testing::NodeTest {
+        sluice_vnet::testing::NodeTest::with_workers(
+            &[sluice_vnet::testing::enabled(&PLUGIN)],
+            1,
+            buffers,
+            &[
+                "create packet-generator interface pg0",
+                "set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0",
+                "set acl-plugin interface pg0 input acl 0",
+            ],
+            "acl-plugin-in-ip4-fa",
+        )
     }
 
     /// One frame mixing three interfaces' packets (pg0: UDP 53 denied, pg1: only UDP 53
@@ -2122,26 +2135,11 @@ mod tests {
     fn a_full_handoff_queue_drops_through_error_drop() {
         use sluice_graph::testing::Harness;
         use sluice_graph::HANDOFF_RING;
-        use sluice_vnet::plugin::PluginEntry;
-        use sluice_vnet::testing::configured;
         use sluice_vnet::testing::pkt;
-        let entry = PluginEntry {
-            plugin: &PLUGIN,
-            enabled: true,
-        };
-        let (mut vm, _cli) = configured(
-            &[entry],
-            1,
-            2 * HANDOFF_RING as u32,
-            &[
-                "create packet-generator interface pg0",
-                "set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0",
-                "set acl-plugin interface pg0 input acl 0",
-            ],
-        );
-        let pg0 = vm.ext_mut::<Interfaces>().find("pg0").expect("pg0").0;
-        let shared = vm.ext_mut::<AclMain>().shared.clone();
-        let mut h = Harness::new(vm, "acl-plugin-in-ip4-fa");
+        let mut t = stateful_pg0_with_a_worker(2 * HANDOFF_RING as u32);
+        let pg0 = t.sw_if("pg0");
+        let shared = t.vm.ext_mut::<AclMain>().shared.clone();
+        let h = &mut t.h;
         let udp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
         let send = |h: &mut Harness, n: usize| {
             let bufs: Vec<BufIdx> = (0..n).map(|_| h.packet(&udp, |m| m.rx_if = pg0)).collect();
@@ -2152,7 +2150,7 @@ mod tests {
         // The worker's ACL state locked: its node takes the first frame from the queue and
         // waits, so the queue from thread 0 fills and then refuses.
         let worker = lock(&shared.threads()[1]);
-        send(&mut h, FRAME_SIZE);
+        send(h, FRAME_SIZE);
         let t0 = std::time::Instant::now();
         while !h.vm.shared.handoff[0][1].is_empty() {
             assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
@@ -2161,7 +2159,7 @@ mod tests {
         // The worker has taken the frame; the pause lets it reach the node (and block on
         // the lock) rather than still be draining its queue when the next frames arrive.
         std::thread::sleep(std::time::Duration::from_millis(50));
-        send(&mut h, HANDOFF_RING + 100);
+        send(h, HANDOFF_RING + 100);
         let took = (FRAME_SIZE + HANDOFF_RING) as u64;
         h.assert_counters(&[("handoff", took), ("congestion_drop", 100)]);
         let drops = h.drops();
@@ -2195,25 +2193,9 @@ mod tests {
     /// `handoff_thread` set leaves without it.
     #[test]
     fn a_short_tcp_header_is_not_handed_off() {
-        use sluice_graph::testing::Harness;
-        use sluice_vnet::plugin::PluginEntry;
-        use sluice_vnet::testing::configured;
-        let entry = PluginEntry {
-            plugin: &PLUGIN,
-            enabled: true,
-        };
-        let (mut vm, _cli) = configured(
-            &[entry],
-            1,
-            1024,
-            &[
-                "create packet-generator interface pg0",
-                "set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0",
-                "set acl-plugin interface pg0 input acl 0",
-            ],
-        );
-        let pg0 = vm.ext_mut::<Interfaces>().find("pg0").expect("pg0").0;
-        let mut h = Harness::new(vm, "acl-plugin-in-ip4-fa");
+        let mut t = stateful_pg0_with_a_worker(1024);
+        let pg0 = t.sw_if("pg0");
+        let h = &mut t.h;
         // Ports 1024 -> 80 and a sequence number: 8 of TCP's 20 header bytes.
         let short = ip_with(false, 6, &[4, 0, 0, 80, 0, 0, 0, 1]);
         // `handoff_thread` 0 (from ip4-input), then 1 (as if handed to thread 0).

@@ -974,23 +974,18 @@ mod tests {
     use sluice_buffer::BufferHeader;
     use sluice_graph::testing::Harness;
     use sluice_graph::HANDOFF_RING;
-    use sluice_vnet::plugin::PluginEntry;
-    use sluice_vnet::testing::configured;
-    use sluice_vnet::testing::pkt;
+    use sluice_vnet::testing::{enabled, pkt, NodeTest};
 
-    /// A packet handed to its owning thread through a full handoff queue goes to
-    /// `error-drop` as `congestion_drop` (counted there, seen by a drop trace, freed by it);
-    /// `handoff` counts only what the queue took, which the owner then translates.
-    #[test]
-    fn a_full_handoff_queue_drops_through_error_drop() {
-        let entry = PluginEntry {
-            plugin: &PLUGIN,
-            enabled: true,
-        };
-        let (mut vm, _cli) = configured(
-            &[entry],
+    /// NAT44 in2out under test with one worker and `buffers` buffers: pg0 inside
+    /// (10.0.0.1/24), pg1 outside (10.0.1.1/24), pool address 10.0.1.100; the sessions
+    /// belong to `threads` (thread 0, which runs the node only when the test injects a
+    /// frame, gets a table of its own), the ports split between them. pg0's index and the
+    /// configuration every thread now holds.
+    fn owned_by(buffers: u32, threads: &[usize]) -> (NodeTest, u32, Arc<crate::config::Snapshot>) {
+        let mut t = NodeTest::with_workers(
+            &[enabled(&PLUGIN)],
             1,
-            2 * HANDOFF_RING as u32,
+            buffers,
             &[
                 "create packet-generator interface pg0",
                 "create packet-generator interface pg1",
@@ -1002,26 +997,36 @@ mod tests {
                 "nat44 add address 10.0.1.100",
                 "set interface nat44 in pg0 out pg1",
             ],
+            crate::IN2OUT,
         );
-        let pg0 = vm
-            .ext_mut::<sluice_vnet::Interfaces>()
-            .find("pg0")
-            .expect("pg0")
-            .0;
-        // The sessions belong to thread 0 (which the test runs only when it wants), the
-        // packets arrive on the worker: the worker hands them to thread 0.
-        let shared = vm.ext_mut::<NatMain>().shared.clone();
+        let pg0 = t.sw_if("pg0");
+        let shared = t.vm.ext_mut::<NatMain>().shared.clone();
+        let mut cfg = None;
         for (t, w) in shared.workers().iter().enumerate() {
             let mut g = lock(w);
             let w = g.as_mut().expect("NAT enabled");
             let mut s = (*w.cfg).clone();
-            s.threads = vec![0];
-            w.cfg = Arc::new(s);
+            s.threads = threads.to_vec();
+            s.ports_per_thread /= threads.len() as u32;
+            let s = Arc::new(s);
+            cfg = Some(s.clone());
+            w.cfg = s;
             if t == 0 {
                 w.table = Table::new(100, 1);
             }
         }
-        let mut h = Harness::new(vm, crate::IN2OUT);
+        (t, pg0, cfg.expect("a worker"))
+    }
+
+    /// A packet handed to its owning thread through a full handoff queue goes to
+    /// `error-drop` as `congestion_drop` (counted there, seen by a drop trace, freed by it);
+    /// `handoff` counts only what the queue took, which the owner then translates.
+    #[test]
+    fn a_full_handoff_queue_drops_through_error_drop() {
+        // The sessions belong to thread 0 (which the test runs only when it wants), the
+        // packets arrive on the worker: the worker hands them to thread 0.
+        let (mut t, pg0, _) = owned_by(2 * HANDOFF_RING as u32, &[0]);
+        let h = &mut t.h;
         let udp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
         // The worker's node hands them to thread 0 or drops them: the queue to thread 0
         // fills (thread 0 does not run meanwhile), then refuses.
@@ -1055,49 +1060,9 @@ mod tests {
     /// them: this test then fails, four packets reaching ip4-lookup instead of eight.)
     #[test]
     fn lookup_pass_hits_and_handoffs_in_one_frame_keep_frame_order() {
-        let entry = PluginEntry {
-            plugin: &PLUGIN,
-            enabled: true,
-        };
-        let (mut vm, _cli) = configured(
-            &[entry],
-            1,
-            1024,
-            &[
-                "create packet-generator interface pg0",
-                "create packet-generator interface pg1",
-                "set interface ip address pg0 10.0.0.1/24",
-                "set interface ip address pg1 10.0.1.1/24",
-                "set interface state pg0 up",
-                "set interface state pg1 up",
-                "nat44 plugin enable sessions 100",
-                "nat44 add address 10.0.1.100",
-                "set interface nat44 in pg0 out pg1",
-            ],
-        );
-        let pg0 = vm
-            .ext_mut::<sluice_vnet::Interfaces>()
-            .find("pg0")
-            .expect("pg0")
-            .0;
         // Both threads own sessions: thread 0 (the main thread, which runs the node only
         // when the test injects a frame) and the worker, thread 1.
-        let shared = vm.ext_mut::<NatMain>().shared.clone();
-        let mut cfg = None;
-        for (t, w) in shared.workers().iter().enumerate() {
-            let mut g = lock(w);
-            let w = g.as_mut().expect("NAT enabled");
-            let mut s = (*w.cfg).clone();
-            s.threads = vec![0, 1];
-            s.ports_per_thread /= 2;
-            let s = Arc::new(s);
-            cfg = Some(s.clone());
-            w.cfg = s;
-            if t == 0 {
-                w.table = Table::new(100, 1);
-            }
-        }
-        let cfg = cfg.expect("a worker");
+        let (mut t, pg0, cfg) = owned_by(1024, &[0, 1]);
         // Four flows of each thread, each to its own destination (in2out leaves it).
         let (mut own, mut other) = (Vec::new(), Vec::new());
         for k in 0..64u32 {
@@ -1117,7 +1082,7 @@ mod tests {
             }
         }
         assert_eq!((own.len(), other.len()), (4, 4), "flows of both threads");
-        let mut h = Harness::new(vm, crate::IN2OUT);
+        let h = &mut t.h;
         let rx = |m: &mut BufferHeader| m.rx_if = pg0;
         let wait = |h: &Harness, c: &str, n: u64| {
             let t0 = std::time::Instant::now();
@@ -1130,7 +1095,7 @@ mod tests {
         // Frame 1 creates the sessions, each on its owner.
         let first: Vec<Vec<u8>> = own.iter().chain(&other).map(|(_, p)| p.clone()).collect();
         h.run_with(&first, rx);
-        wait(&h, "session_created", 8);
+        wait(h, "session_created", 8);
         h.clear();
         // Frame 2 alternates them: thread 0's are pass 2 hits, thread 1's are handed over.
         let frame: Vec<(u32, Vec<u8>)> = own
@@ -1140,7 +1105,7 @@ mod tests {
             .collect();
         let pkts: Vec<Vec<u8>> = frame.iter().map(|(_, p)| p.clone()).collect();
         h.run_with(&pkts, rx);
-        wait(&h, "translated", 16);
+        wait(h, "translated", 16);
         h.assert_counters(&[("session_created", 8), ("handoff", 8), ("translated", 16)]);
         let dst = |c: &sluice_graph::testing::Captured| {
             u32::from_be_bytes([c.data[16], c.data[17], c.data[18], c.data[19]])

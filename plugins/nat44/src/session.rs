@@ -749,46 +749,46 @@ mod tests {
         )
     }
 
+    /// The inside key of [`session`]`(1000, ..)`.
+    const K: Tuple = Tuple {
+        src: 10,
+        dst: 99,
+        sport: 1000,
+        dport: 53,
+        proto: 17,
+    };
+
+    /// A table of `max` sessions (seed `seed`) holding `session(1000, 2000, now)`: the
+    /// epochs, the table, the session's index and the value of its inside key [`K`].
+    fn one_session(max: usize, seed: u64, now: f64, to: &Timeouts) -> (Epochs, Table, u32, u64) {
+        let e = Epochs::new(1);
+        let mut tb = Table::new(max, seed);
+        let a = tb.create(&e, session(1000, 2000, now), now, to).expect("a");
+        let v = tb.keys.get(tb.digest(Side::In, &K, 0)).expect("key");
+        (e, tb, a, v)
+    }
+
     #[test]
     fn confirm_live_checks_the_tuple_and_expiry() {
-        let e = Epochs::new(1);
         let to = Timeouts {
             udp: 1,
             ..Timeouts::default()
         };
-        let mut tb = Table::new(2, 7);
-        let a = tb
-            .create(&e, session(1000, 2000, 10.25), 10.25, &to)
-            .expect("a");
-        let k = t(10, 1000, 99, 53);
-        let v = tb.keys.get(tb.digest(Side::In, &k, 0)).expect("key");
+        let (_e, mut tb, a, v) = one_session(2, 7, 10.25, &to);
+        let k = K;
+        let live = |tb: &Table, now: f64| tb.confirm_live(Side::In, &k, 0, v, now, &to);
         // The same second as its last packet: the stamp shortcut answers (live), as the
         // compare would (a debug build asserts they agree).
-        assert_eq!(
-            tb.confirm_live(Side::In, &k, 0, v, 10.9, &to),
-            Some((a, 0, true))
-        );
+        assert_eq!(live(&tb, 10.9), Some((a, 0, true)));
         // The next second: the timeout decides (1 s).
-        assert_eq!(
-            tb.confirm_live(Side::In, &k, 0, v, 11.2, &to),
-            Some((a, 0, true))
-        );
-        assert_eq!(
-            tb.confirm_live(Side::In, &k, 0, v, 11.3, &to),
-            Some((a, 0, false))
-        );
+        assert_eq!(live(&tb, 11.2), Some((a, 0, true)));
+        assert_eq!(live(&tb, 11.3), Some((a, 0, false)));
         // A packet late in second 11 stamps the session 11: early in second 12 it is live by
         // the compare; late in second 12 it has expired, although its stamp is only one
         // second old (a shortcut taking "stamped within the last second" as live fails).
         tb.touch(a, 11.95, 60, Class::Udp);
-        assert_eq!(
-            tb.confirm_live(Side::In, &k, 0, v, 12.0, &to),
-            Some((a, 0, true))
-        );
-        assert_eq!(
-            tb.confirm_live(Side::In, &k, 0, v, 12.96, &to),
-            Some((a, 0, false))
-        );
+        assert_eq!(live(&tb, 12.0), Some((a, 0, true)));
+        assert_eq!(live(&tb, 12.96), Some((a, 0, false)));
         // The outside flow's key, looked up by out2in, is the same session's flow 1.
         let ok = t(99, 53, 20, 2000);
         let vo = tb.keys.get(tb.digest(Side::Out, &ok, 0)).expect("out key");
@@ -821,15 +821,10 @@ mod tests {
     /// state) and gives its flow's rewrite and deltas.
     #[test]
     fn hit_confirms_records_and_rewrites() {
-        let e = Epochs::new(1);
         let to = Timeouts::default();
-        let mut tb = Table::new(4, 3);
-        let a = tb
-            .create(&e, session(1000, 2000, 10.0), 10.0, &to)
-            .expect("a");
-        let k = t(10, 1000, 99, 53);
+        let (e, mut tb, a, v) = one_session(4, 3, 10.0, &to);
+        let k = K;
         let ok = t(99, 53, 20, 2000);
-        let v = tb.keys.get(tb.digest(Side::In, &k, 0)).expect("key");
         let vo = tb.keys.get(tb.digest(Side::Out, &ok, 0)).expect("key");
         let miss = |h: Hit| matches!(h, Hit::Miss);
         assert!(miss(tb.hit(Side::In, &ok, 0, v, 10.5, &to, 60, 0)), "tuple");
@@ -907,17 +902,12 @@ mod tests {
     /// the same second, and the second one expires first.
     #[test]
     fn hit_moves_the_session_to_its_lru_tail() {
-        let e = Epochs::new(1);
         let to = Timeouts::default();
-        let mut tb = Table::new(4, 5);
-        let a = tb
-            .create(&e, session(1000, 2000, 10.0), 10.0, &to)
-            .expect("a");
+        let (e, mut tb, a, v) = one_session(4, 5, 10.0, &to);
         let b = tb
             .create(&e, session(1001, 2001, 10.0), 10.0, &to)
             .expect("b");
-        let k = t(10, 1000, 99, 53);
-        let v = tb.keys.get(tb.digest(Side::In, &k, 0)).expect("key");
+        let k = K;
         assert!(matches!(
             tb.hit(Side::In, &k, 0, v, 200.0, &to, 60, 0),
             Hit::Live { i, .. } if i == a

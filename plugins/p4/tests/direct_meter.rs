@@ -465,10 +465,22 @@ fn two_ts() -> (
     sluice_graph::Vlib,
     sluice_cli::CommandTree<sluice_graph::Vlib>,
 ) {
-    let a = common::runtime();
+    load_d(common::runtime(), TWO_TS, "p4fix-two-ts")
+}
+
+/// Runtime `a` with the program `src` loaded as `d` (through the file `<tag>-<pid>.p4` in
+/// the temporary directory, removed again) and its CLI.
+fn load_d(
+    a: sluice_vnet::plugin::Assembled,
+    src: &str,
+    tag: &str,
+) -> (
+    sluice_graph::Vlib,
+    sluice_cli::CommandTree<sluice_graph::Vlib>,
+) {
     let (mut vm, t) = (a.vm, a.cli);
-    let file = std::env::temp_dir().join(format!("p4fix-two-ts-{}.p4", std::process::id()));
-    std::fs::write(&file, TWO_TS).unwrap();
+    let file = std::env::temp_dir().join(format!("{tag}-{}.p4", std::process::id()));
+    std::fs::write(&file, src).unwrap();
     let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
     std::fs::remove_file(&file).unwrap();
     r.unwrap();
@@ -481,13 +493,7 @@ fn two_ts() -> (
 #[test]
 fn workers_fold_at_the_same_time() {
     use std::sync::{Arc, Condvar, Mutex};
-    let a = common::runtime_with_workers(2);
-    let (mut vm, t) = (a.vm, a.cli);
-    let file = std::env::temp_dir().join(format!("p4fix-fold-{}.p4", std::process::id()));
-    std::fs::write(&file, TWO_TS).unwrap();
-    let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
-    std::fs::remove_file(&file).unwrap();
-    r.unwrap();
+    let (mut vm, _t) = load_d(common::runtime_with_workers(2), TWO_TS, "p4fix-fold");
     let nodes = sluice_p4::control::program(&mut vm, "d")
         .unwrap()
         .nodes
@@ -522,8 +528,6 @@ fn workers_fold_at_the_same_time() {
 fn a_worker_that_does_not_answer_is_an_error() {
     use std::sync::{Arc, Condvar, Mutex};
     use std::time::Duration;
-    let a = common::runtime_with_workers(1);
-    let (mut vm, t) = (a.vm, a.cli);
     let src = TWO_TS.replace(
         "control C(inout headers hdr, inout metadata meta) { apply { } }",
         "control C(inout headers hdr, inout metadata meta) {
@@ -531,11 +535,7 @@ fn a_worker_that_does_not_answer_is_an_error() {
     apply { }
 }",
     );
-    let file = std::env::temp_dir().join(format!("p4speed-stuck-{}.p4", std::process::id()));
-    std::fs::write(&file, src).unwrap();
-    let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
-    std::fs::remove_file(&file).unwrap();
-    r.unwrap();
+    let (mut vm, t) = load_d(common::runtime_with_workers(1), &src, "p4speed-stuck");
     let nodes = sluice_p4::control::program(&mut vm, "d")
         .unwrap()
         .nodes

@@ -9,11 +9,13 @@ const H1: [u8; 6] = [0x02, 0xaa, 0, 0, 0, 0x01];
 const H2: [u8; 6] = [0x02, 0xbb, 0, 0, 0, 0x02];
 
 /// pg0: underlay 10.0.0.1/24 (peer 10.0.0.2); pg1 and vxlan_tunnel0 in bridge domain 1.
+/// The runtime, its CLI and pg0's MAC.
 fn setup(
     v6: bool,
 ) -> (
     sluice_graph::Vlib,
     sluice_cli::CommandTree<sluice_graph::Vlib>,
+    [u8; 6],
 ) {
     let (mut vm, t) = build();
     let (l, r) = underlay(v6);
@@ -47,7 +49,34 @@ fn setup(
             "set interface l2 bridge vxlan_tunnel0 1",
         ],
     );
-    (vm, t)
+    let pg0 = mac_of(&vm, "pg0");
+    (vm, t, pg0)
+}
+
+/// Writes `frames` to `in.pcap` of the directory `<tag>-<pid>` (made here, returned for the
+/// test to remove), creates the pcap stream `packet-generator new pcap <file> source
+/// <stream> node ethernet-input` and enables it.
+fn pcap_stream(
+    vm: &mut sluice_graph::Vlib,
+    t: &sluice_cli::CommandTree<sluice_graph::Vlib>,
+    tag: &str,
+    frames: &[Vec<u8>],
+    stream: &str,
+) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("in.pcap");
+    write_pcap(&p, frames);
+    cli(
+        vm,
+        t,
+        &format!(
+            "packet-generator new pcap {} source {stream} node ethernet-input",
+            p.display()
+        ),
+    );
+    cli(vm, t, "packet-generator enable");
+    dir
 }
 
 fn vxlan_outer4(inner: &[u8], sport: u16, vni: u32, pg0: [u8; 6], to_peer: bool) -> Vec<u8> {
@@ -69,8 +98,7 @@ fn vxlan_outer4(inner: &[u8], sport: u16, vni: u32, pg0: [u8; 6], to_peer: bool)
 
 #[test]
 fn vxlan4_encap_exact_bytes() {
-    let (mut vm, t) = setup(false);
-    let pg0 = mac_of(&vm, "pg0");
+    let (mut vm, t, pg0) = setup(false);
     let frames: Vec<Vec<u8>> = (0..4).map(|i| inner_frame(H2, H1, 20 + i)).collect();
     let out = run(&mut vm, &t, "pg1", "pg0", &frames, frames.len());
     assert_eq!(out.len(), frames.len());
@@ -85,8 +113,7 @@ fn vxlan4_encap_exact_bytes() {
 
 #[test]
 fn vxlan4_decap_exact_bytes_and_drops() {
-    let (mut vm, t) = setup(false);
-    let pg0 = mac_of(&vm, "pg0");
+    let (mut vm, t, pg0) = setup(false);
     let inner: Vec<Vec<u8>> = (0..3).map(|i| inner_frame(H1, H2, 30 + i)).collect();
     let mut frames: Vec<Vec<u8>> = inner
         .iter()
@@ -126,8 +153,7 @@ fn vxlan4_decap_exact_bytes_and_drops() {
 /// interface), an input redirect.
 #[test]
 fn vxlan4_decap_follows_mode_and_state() {
-    let (mut vm, t) = setup(false);
-    let pg0 = mac_of(&vm, "pg0");
+    let (mut vm, t, pg0) = setup(false);
     let inner = inner_frame(H1, H2, 40);
     let pkt = vxlan_outer4(&inner, 5555, 13, pg0, false);
     let mut eth_seen = 0;
@@ -190,8 +216,7 @@ fn vxlan4_decap_follows_mode_and_state() {
 
 #[test]
 fn vxlan6_encap_checksum_and_decap() {
-    let (mut vm, t) = setup(true);
-    let pg0 = mac_of(&vm, "pg0");
+    let (mut vm, t, pg0) = setup(true);
     let a1: [u8; 16] = "2001:db8::1"
         .parse::<std::net::Ipv6Addr>()
         .unwrap()
@@ -269,19 +294,13 @@ fn routed_vxlan_and_delete_under_traffic() {
     );
     // Delete while a stream is queued: every packet forwarded or counted, no leak.
     let frames: Vec<Vec<u8>> = (0..50).map(|_| f.clone()).collect();
-    let dir = std::env::temp_dir().join(format!("tunnels-del-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("in.pcap");
-    write_pcap(&p, &frames);
-    cli(
+    let dir = pcap_stream(
         &mut vm,
         &t,
-        &format!(
-            "packet-generator new pcap {} source pg1 name d limit 5000 rate 100000 node ethernet-input",
-            p.display()
-        ),
+        "tunnels-del",
+        &frames,
+        "pg1 name d limit 5000 rate 100000",
     );
-    cli(&mut vm, &t, "packet-generator enable");
     for _ in 0..20 {
         vm.run_main_once();
     }
@@ -378,7 +397,7 @@ fn failed_create_leaves_no_interface() {
 
 #[test]
 fn running_config_recreates_the_tunnel() {
-    let (mut vm, t) = setup(false);
+    let (mut vm, t, _) = setup(false);
     let rc = cli(&mut vm, &t, "show running-config");
     assert!(
         rc.contains("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 13 instance 0"),
@@ -608,7 +627,7 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
 /// and a tunnel in a reused slot decapsulates.
 #[test]
 fn many_tunnels_reuse_slots_instances_and_keys() {
-    let (mut vm, t) = setup(false);
+    let (mut vm, t, _) = setup(false);
     let mk = |v: u32| format!("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni {v}");
     for v in 100..400 {
         assert_eq!(
@@ -679,23 +698,16 @@ fn many_tunnels_reuse_slots_instances_and_keys() {
 /// old way). Nothing leaks.
 #[test]
 fn vxlan4_decap_mode_and_state_changes_under_traffic() {
-    let (mut vm, t) = setup(false);
-    let pg0 = mac_of(&vm, "pg0");
+    let (mut vm, t, pg0) = setup(false);
     let pkt = vxlan_outer4(&inner_frame(H1, H2, 40), 5555, 13, pg0, false);
     let frames: Vec<Vec<u8>> = (0..64).map(|_| pkt.clone()).collect();
-    let dir = std::env::temp_dir().join(format!("tunnels-mode-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("in.pcap");
-    write_pcap(&p, &frames);
-    cli(
+    let dir = pcap_stream(
         &mut vm,
         &t,
-        &format!(
-            "packet-generator new pcap {} source pg0 name m limit 10000000 rate 200000 node ethernet-input",
-            p.display()
-        ),
+        "tunnels-mode",
+        &frames,
+        "pg0 name m limit 10000000 rate 200000",
     );
-    cli(&mut vm, &t, "packet-generator enable");
     let sw = {
         let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
         ifs.find("vxlan_tunnel0").unwrap()

@@ -285,43 +285,18 @@ pub fn checked(room: usize) -> [Option<u8>; 4] {
     f
 }
 
-/// Fewer than 14 bytes before the IPv4 header: no room for the Ethernet header, a counted
-/// drop, nothing written. 14 and 15 take the checked path (14 bytes written), 16 and more
-/// the fast path (16 bytes: two zeros in front of the Ethernet header; at 16 they are the
-/// first bytes of the buffer); nothing is written 17 bytes in front.
+/// [`super::ip_shared::rewrite_needs_room_for_the_l2_header`]: the TTL decremented, the
+/// header checksum right, the rest as it was.
 #[test]
 fn rewrite_drops_a_packet_without_room_for_the_l2_header() {
-    let (mut t, sw) = rewrite_setup();
     let p = udp4_l3("10.0.0.5", "10.0.1.2");
-    let rooms = [13, 14, 15, 16, 17];
-    let bufs: Vec<BufIdx> = rooms
-        .iter()
-        .map(|&r| marked_packet(&mut t, &p, r, |h| h.rx_if = sw))
-        .collect();
-    t.inject_at("ip4-lookup", &bufs);
-    let out = t.arc("interface-output");
-    assert_eq!(out.iter().map(|o| o.index).collect::<Vec<_>>(), bufs[1..]);
-    for o in &out {
-        assert_eq!(&o.data[0..6], &[2, 0, 0, 0, 0, 2]);
-        assert_eq!(&o.data[6..14], &[2, 0, 0, 0, 0, 1, 0x08, 0x00]);
-        assert_eq!(o.data[14 + 8], p[8] - 1, "TTL decremented");
-        assert_eq!(checksum::sum(&o.data[14..34]), 0xffff);
-        assert_eq!(o.data[14 + 12..], p[12..]);
-    }
-    assert_eq!(
-        headroom_after(&t, bufs[0], 13),
-        [MARK; 13],
-        "nothing written"
-    );
-    let got: Vec<_> = rooms[1..]
-        .iter()
-        .zip(&bufs[1..])
-        .map(|(&r, &b)| in_front(&t, b, r))
-        .collect();
-    assert_eq!(got, [checked(14), checked(15), fast(16), fast(17)]);
-    assert_eq!(t.drops(), [("ip4-rewrite".to_string(), "no_headroom")]);
-    t.assert_counters(&[("no_headroom", 1)]);
-    t.assert_no_leaks();
+    let l3 = |o: &[u8]| {
+        assert_eq!(o[8], p[8] - 1, "TTL decremented");
+        assert_eq!(checksum::sum(&o[..20]), 0xffff);
+        assert_eq!(o[12..], p[12..]);
+    };
+    let nodes = ("ip4-lookup", "ip4-rewrite");
+    super::ip_shared::rewrite_needs_room_for_the_l2_header(rewrite_setup(), &p, nodes, [8, 0], l3);
 }
 
 /// The fast path's length bound is the MTU: a packet of exactly the MTU goes out by the

@@ -1,6 +1,6 @@
 //! The IPv6 path: `ip6-input`, `ip6-lookup`, `ip6-rewrite`, `ip6-local`.
 
-use super::ip4::{checked, fast, headroom_after, in_front, marked_packet, MARK};
+use super::ip4::{fast, headroom_after, in_front, marked_packet, MARK};
 use super::*;
 use sluice_buffer::BufIdx;
 
@@ -216,43 +216,22 @@ fn rewrite_keeps_the_hop_limit_of_a_locally_originated_packet() {
     t.assert_no_leaks();
 }
 
-/// Fewer than 14 bytes before the IPv6 header: no room for the Ethernet header, a counted
-/// drop, nothing written. 14 and 15 take the checked path (14 bytes written), 16 and more
-/// the fast path (16 bytes: two zeros in front of the Ethernet header; at 16 they are the
-/// first bytes of the buffer); nothing is written 17 bytes in front.
+/// [`super::ip_shared::rewrite_needs_room_for_the_l2_header`]: the hop limit decremented,
+/// the rest as it was.
 #[test]
 fn rewrite_drops_a_packet_without_room_for_the_l2_header() {
-    let (mut t, sw) = rewrite_setup();
     let p = udp6_l3("2001:db8::5", "2001:db8:1::2");
-    let rooms = [13, 14, 15, 16, 17];
-    let bufs: Vec<BufIdx> = rooms
-        .iter()
-        .map(|&r| marked_packet(&mut t, &p, r, |h| h.rx_if = sw))
-        .collect();
-    t.inject_at("ip6-lookup", &bufs);
-    let out = t.arc("interface-output");
-    assert_eq!(out.iter().map(|o| o.index).collect::<Vec<_>>(), bufs[1..]);
     let mut q = p.clone();
     q[7] -= 1;
-    for o in &out {
-        assert_eq!(&o.data[0..6], &[2, 0, 0, 0, 0, 2]);
-        assert_eq!(&o.data[6..14], &[2, 0, 0, 0, 0, 1, 0x86, 0xdd]);
-        assert_eq!(o.data[14..], q[..], "hop limit decremented");
-    }
-    assert_eq!(
-        headroom_after(&t, bufs[0], 13),
-        [MARK; 13],
-        "nothing written"
+    let l3 = |o: &[u8]| assert_eq!(o, &q[..], "hop limit decremented");
+    let nodes = ("ip6-lookup", "ip6-rewrite");
+    super::ip_shared::rewrite_needs_room_for_the_l2_header(
+        rewrite_setup(),
+        &p,
+        nodes,
+        [0x86, 0xdd],
+        l3,
     );
-    let got: Vec<_> = rooms[1..]
-        .iter()
-        .zip(&bufs[1..])
-        .map(|(&r, &b)| in_front(&t, b, r))
-        .collect();
-    assert_eq!(got, [checked(14), checked(15), fast(16), fast(17)]);
-    assert_eq!(t.drops(), [("ip6-rewrite".to_string(), "no_headroom")]);
-    t.assert_counters(&[("no_headroom", 1)]);
-    t.assert_no_leaks();
 }
 
 #[test]

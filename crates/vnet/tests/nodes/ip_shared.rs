@@ -283,3 +283,47 @@ pub fn local_sends_udp_to_a_group_only_to_a_port_serving_groups(ip6: bool) {
     t.assert_counters(&[("punted", 2)]);
     t.assert_no_leaks();
 }
+
+/// Fewer than 14 bytes before the IP header: no room for the Ethernet header, a counted
+/// drop, nothing written. 14 and 15 take the checked path (14 bytes written), 16 and more
+/// the fast path (16 bytes: two zeros in front of the Ethernet header; at 16 they are the
+/// first bytes of the buffer); nothing is written 17 bytes in front. The family's rewrite
+/// node under test (`ip4.rs`/`ip6.rs` `rewrite_setup`), the L3 packet `p` routed through
+/// `lookup` to the peer [`PEER_MAC`]; `l3` checks what the rewrite made of the L3 header.
+pub fn rewrite_needs_room_for_the_l2_header(
+    (mut t, sw): (NodeTest, u32),
+    p: &[u8],
+    (lookup, rewrite): (&str, &str),
+    ethertype: [u8; 2],
+    l3: impl Fn(&[u8]),
+) {
+    use super::ip4::{checked, fast, headroom_after, in_front, marked_packet, MARK};
+    let rooms = [13, 14, 15, 16, 17];
+    let bufs: Vec<BufIdx> = rooms
+        .iter()
+        .map(|&r| marked_packet(&mut t, p, r, |h| h.rx_if = sw))
+        .collect();
+    t.inject_at(lookup, &bufs);
+    let out = t.arc("interface-output");
+    assert_eq!(out.iter().map(|o| o.index).collect::<Vec<_>>(), bufs[1..]);
+    for o in &out {
+        assert_eq!(&o.data[0..6], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(&o.data[6..12], &[2, 0, 0, 0, 0, 1]);
+        assert_eq!(o.data[12..14], ethertype);
+        l3(&o.data[14..]);
+    }
+    assert_eq!(
+        headroom_after(&t, bufs[0], 13),
+        [MARK; 13],
+        "nothing written"
+    );
+    let got: Vec<_> = rooms[1..]
+        .iter()
+        .zip(&bufs[1..])
+        .map(|(&r, &b)| in_front(&t, b, r))
+        .collect();
+    assert_eq!(got, [checked(14), checked(15), fast(16), fast(17)]);
+    assert_eq!(t.drops(), [(rewrite.to_string(), "no_headroom")]);
+    t.assert_counters(&[("no_headroom", 1)]);
+    t.assert_no_leaks();
+}
