@@ -632,6 +632,7 @@ impl Ip6Lpm {
     /// does it first, so an array waits for the next write to the table, whatever it
     /// changes, not for the next rebuild of the host array (which may never come, and the
     /// arrays would then wait for the writer's drop and the table's in the graveyard).
+    /// `epochs` must be the set the table's readers quiesce on, as for `insert`/`remove`.
     pub fn reclaim(&mut self, epochs: &Epochs) -> usize {
         if !self.retired.is_empty() {
             drop(self.retired.reclaim(epochs));
