@@ -12,6 +12,10 @@ apart (ip4-input and ip4-rewrite are in crates/vnet/src/ip4/nodes.rs, ethernet-i
 crates/vnet/src/ethernet/node.rs). The
 packet count is what the nodes processed (with `--runs 1 --packets 409600`, ip4-lookup is
 called 1,600 times with full 256-packet frames). Add a third argument to list the costly source lines of each.
+
+With `--cache-sim=yes` (e.g. `--cache-sim=yes --D1=32768,8,64 --LL=1048576,8,64`, this VM's
+L1d and per-core L2) each row also shows the node's D1 misses (reads + writes) and LL misses
+per packet.
 """
 import re, sys, collections
 path, packets = sys.argv[1], int(sys.argv[2])
@@ -28,6 +32,8 @@ def fname(tok):
         files[m.group(1)] = m.group(2)
     return files[m.group(1)]
 incl = collections.Counter()
+events = ["Ir"]
+extra = collections.defaultdict(lambda: collections.Counter())
 lines = collections.defaultdict(collections.Counter)
 cur = None; curfile = None; in_call = False
 # Position columns (`positions: line`, or `instr line` with --dump-instr=yes), each given
@@ -36,6 +42,9 @@ npos, line_col = 1, 0
 pos = [0]
 for raw in open(path):
     s = raw.rstrip("\n")
+    if s.startswith("events:"):
+        events = s.split()[1:]
+        continue
     if s.startswith("positions:"):
         cols = s.split()[1:]
         npos, line_col = len(cols), cols.index("line") if "line" in cols else 0
@@ -62,6 +71,8 @@ for raw in open(path):
     cost = int(parts[npos]) if len(parts) > npos else 0
     if cur is None: continue
     incl[cur] += cost
+    for k, v in zip(events[1:], parts[npos + 1:]):
+        extra[cur][k] += int(v)
     if not in_call and curfile:
         lines[cur][("/".join(curfile.split("/")[-2:]), line)] += cost
     in_call = False
@@ -69,10 +80,15 @@ rows = []
 for fid, n in names.items():
     if "PerPacket" in n and "frame" in n or ("NodeFn" in n and ("5frame" in n or "4poll" in n)):
         src = sorted(k for k in lines[fid] if k[0].endswith(("nodes.rs", "node.rs", "output.rs", "l2.rs", "tunnel.rs", "vxlan.rs", "gre.rs", "ipip.rs")) and k[1] > 0)
-        rows.append((n, incl[fid], src[:1], src[-1:]))
-for n, c, a, b in sorted(rows, key=lambda r: -r[1]):
+        rows.append((n, incl[fid], src[:1], src[-1:], extra[fid]))
+for n, c, a, b, e in sorted(rows, key=lambda r: -r[1]):
     if c > packets:
-        print(f"{c/packets:8.1f} instr/pkt  {c:>12}  {a} .. {b}  {n[:90]}")
+        cache = ""
+        if "D1mr" in events:
+            d1 = (e["D1mr"] + e["D1mw"]) / packets
+            ll = (e["DLmr"] + e["DLmw"]) / packets
+            cache = f"  D1 miss {d1:5.2f}/pkt  LL miss {ll:5.2f}/pkt"
+        print(f"{c/packets:8.1f} instr/pkt  {c:>12}{cache}  {a} .. {b}  {n[:90]}")
 if len(sys.argv) > 3:
     for fid, n in names.items():
         if incl[fid] > packets and lines[fid]:

@@ -96,13 +96,15 @@ fn real_table() -> Option<Vec<(u32, u8)>> {
 /// 4096 frames with destinations inside random routes of `routes`.
 fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
     let mut r = Rng(seed);
+    // SLUICE_BENCH_IP4_HOSTMASK: only these host bits vary (a smaller FIB working set).
+    let hostmask = crate::env_usize("SLUICE_BENCH_IP4_HOSTMASK").map_or(u32::MAX, |m| m as u32);
     (0..4096)
         .map(|i| {
             let (p, l) = routes[(r.next() % routes.len() as u64) as usize];
             let host = if l >= 32 {
                 0
             } else {
-                (r.next() as u32) & (u32::MAX >> l)
+                (r.next() as u32) & (u32::MAX >> l) & hostmask
             };
             let dst = p | host;
             let mut f = vec![0u8; 60];

@@ -146,7 +146,9 @@ pub(crate) fn build_pool(workers: usize, shared: bool) -> (Vlib, CommandTree<Vli
     };
     let pool = PoolConfig {
         buffers: 16384,
-        data_size: 2048,
+        // SLUICE_BENCH_DATA_SIZE: another buffer data size (the data stride follows it), to
+        // measure how the arena's layout maps onto the caches.
+        data_size: env_usize("SLUICE_BENCH_DATA_SIZE").unwrap_or(2048),
         page_size: PageSize::Default,
         // `buffers { shared }` (memfd-backed data array): SLUICE_BENCH_SHARED_BUFFERS=1 to
         // measure what it costs; memif zero-copy needs it.
@@ -157,6 +159,11 @@ pub(crate) fn build_pool(workers: usize, shared: bool) -> (Vlib, CommandTree<Vli
     let entries = PluginsConfig::default().entries(&plugins);
     let a = assemble(&entries, &cpu, &pool, Staged::default()).expect("runtime");
     (a.vm, a.cli)
+}
+
+/// A numeric environment knob of the benchmark (`None` when unset or not a number).
+pub(crate) fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok()?.parse().ok()
 }
 
 pub(crate) fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, cmd: &str) -> String {
@@ -402,6 +409,11 @@ pub(crate) fn replay_path_full(
     let sink = vm.registry.find("pg-tx").expect("pg-tx");
     let packets = o.packets / 2;
     let node = node.map(|n| format!(" node {n}")).unwrap_or_default();
+    // SLUICE_BENCH_MAXFRAME: smaller frames from pg-input (and so through the whole path),
+    // to measure what the frame's working set costs in the caches.
+    let maxframe = env_usize("SLUICE_BENCH_MAXFRAME")
+        .map(|m| format!(" maxframe {m}"))
+        .unwrap_or_default();
     let mut mpps = Vec::new();
     let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); path.len()];
     for run in 0..=o.runs {
@@ -411,7 +423,7 @@ pub(crate) fn replay_path_full(
             &mut vm,
             t,
             &format!(
-                "packet-generator new pcap {} source {source} name s limit {packets}{node}",
+                "packet-generator new pcap {} source {source} name s limit {packets}{node}{maxframe}",
                 pcap.display()
             ),
         );
