@@ -1369,6 +1369,9 @@ pub struct Tunnels {
     /// Multicast tunnels per (group, underlay FIB index): the group's receive route goes
     /// with the last.
     groups: HashMap<(IpAddr, u32), u32>,
+    /// Multicast tunnels per (group, `mcast` interface): the interface joins the group with
+    /// the first and leaves it with the last ([`send_report`]).
+    joins: HashMap<(IpAddr, SwIfIndex), u32>,
 }
 
 /// The name instances of one prefix: taken ones, and the lowest free one found in
@@ -1448,8 +1451,9 @@ impl Tunnels {
             .insert((p.prefix, t.src.is_ipv6(), t.decap_key()), i);
         self.by_sw.insert(t.sw_if.0, i);
         self.instances.entry(p.prefix).or_default().take(t.instance);
-        if t.mcast_if.is_some() {
+        if let Some(i) = t.mcast_if {
             *self.groups.entry((t.dst, t.fib_index)).or_default() += 1;
+            *self.joins.entry((t.dst, i)).or_default() += 1;
         }
         self.list[i] = Some(t);
         i
@@ -1464,15 +1468,25 @@ impl Tunnels {
         if let Some(n) = self.instances.get_mut(p.prefix) {
             n.release(t.instance);
         }
-        if t.mcast_if.is_some() {
+        if let Some(i) = t.mcast_if {
             if let Some(n) = self.groups.get_mut(&(t.dst, t.fib_index)) {
                 *n -= 1;
                 if *n == 0 {
                     self.groups.remove(&(t.dst, t.fib_index));
                 }
             }
+            if let Some(n) = self.joins.get_mut(&(t.dst, i)) {
+                *n -= 1;
+                if *n == 0 {
+                    self.joins.remove(&(t.dst, i));
+                }
+            }
         }
         Some(t)
+    }
+    /// Multicast tunnels to group `g` over `mcast` interface `i`.
+    fn joined(&self, g: IpAddr, i: SwIfIndex) -> u32 {
+        self.joins.get(&(g, i)).copied().unwrap_or(0)
     }
     /// Multicast tunnels to group `g` in underlay FIB `fib`.
     fn group_users(&self, g: IpAddr, fib: u32) -> u32 {
@@ -2068,7 +2082,13 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         sw_if: sw,
         ..t
     };
+    let join = t.mcast_if.map(|i| (t.dst, i));
     vm.ext_mut::<Tunnels>().insert(p, t);
+    if let Some((g, i)) = join {
+        if vm.ext_mut::<Tunnels>().joined(g, i) == 1 {
+            send_report(vm, i, g, true);
+        }
+    }
     Ok(sw)
 }
 
@@ -2159,9 +2179,118 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
         }
     });
     sluice_vnet::loopback::delete_interface(vm, t.sw_if);
-    if t.mcast_if.is_some() {
+    if let Some(i) = t.mcast_if {
         let _ = group_route(vm, false, t.dst, t.table_id, t.fib_index);
+        if vm.ext_mut::<Tunnels>().joined(t.dst, i) == 0 {
+            send_report(vm, i, t.dst, false);
+        }
     }
+}
+
+/// IGMPv3 / MLDv2 group record type: the group's filter mode changes to INCLUDE an empty
+/// source list — a leave (RFC 3376 §4.2.12, RFC 3810 §5.2.12).
+const CHANGE_TO_INCLUDE: u8 = 3;
+/// Record type: the filter mode changes to EXCLUDE an empty list — a join of every source.
+const CHANGE_TO_EXCLUDE: u8 = 4;
+
+/// The unsolicited report that joins (`join`) or leaves multicast group `g`, as an
+/// Ethernet frame from `mac`: for an IPv4 group an IGMPv3 Membership Report (RFC 3376
+/// §4.2) to 224.0.0.22 from `src4`, TTL 1, IP Router Alert; for an IPv6 group an MLDv2
+/// Listener Report (RFC 3810 §5.2) to ff02::16 from the link-local address of `mac`, hop
+/// limit 1, in a hop-by-hop header with the Router Alert option. One group record, no
+/// sources: CHANGE_TO_EXCLUDE_MODE (join), CHANGE_TO_INCLUDE_MODE (leave).
+pub fn group_report(g: IpAddr, src4: std::net::Ipv4Addr, mac: [u8; 6], join: bool) -> Vec<u8> {
+    let kind = if join {
+        CHANGE_TO_EXCLUDE
+    } else {
+        CHANGE_TO_INCLUDE
+    };
+    let mut f = Vec::with_capacity(90);
+    match g {
+        IpAddr::V4(g) => {
+            f.extend_from_slice(&[0x01, 0x00, 0x5e, 0x00, 0x00, 0x16]);
+            f.extend_from_slice(&mac);
+            f.extend_from_slice(&ethertype::IPV4.to_be_bytes());
+            // IPv4 with the Router Alert option (24 bytes), then the 16-byte report.
+            let mut ip = [0u8; 24];
+            ip[0] = 0x46;
+            ip[1] = 0xc0; // Internetwork control, as hosts send it.
+            ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+            ip[8] = 1;
+            ip[9] = 2;
+            ip[12..16].copy_from_slice(&src4.octets());
+            ip[16..20].copy_from_slice(&[224, 0, 0, 22]);
+            ip[20..24].copy_from_slice(&[0x94, 0x04, 0, 0]);
+            let c = checksum::internet_checksum(&ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&ip);
+            let mut r = [0u8; 16];
+            r[0] = 0x22;
+            r[7] = 1;
+            r[8] = kind;
+            r[12..16].copy_from_slice(&g.octets());
+            let c = checksum::internet_checksum(&r);
+            r[2..4].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&r);
+        }
+        IpAddr::V6(g) => {
+            f.extend_from_slice(&[0x33, 0x33, 0x00, 0x00, 0x00, 0x16]);
+            f.extend_from_slice(&mac);
+            f.extend_from_slice(&ethertype::IPV6.to_be_bytes());
+            let src = sluice_vnet::ip6::link_local(mac).to_be_bytes();
+            let dst = 0xff02_0000_0000_0000_0000_0000_0000_0016u128.to_be_bytes();
+            // Hop-by-hop (8 bytes: Router Alert, MLD; PadN), then the 28-byte report.
+            let mut ip = [0u8; 40];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&36u16.to_be_bytes());
+            ip[6] = 0;
+            ip[7] = 1;
+            ip[8..24].copy_from_slice(&src);
+            ip[24..40].copy_from_slice(&dst);
+            f.extend_from_slice(&ip);
+            f.extend_from_slice(&[58, 0, 0x05, 0x02, 0, 0, 0x01, 0x00]);
+            let mut r = [0u8; 28];
+            r[0] = 143;
+            r[7] = 1;
+            r[8] = kind;
+            r[12..28].copy_from_slice(&g.octets());
+            // The ICMPv6 checksum covers the pseudo-header (RFC 8200 §8.1).
+            let mut ph = Vec::with_capacity(40 + 28);
+            ph.extend_from_slice(&src);
+            ph.extend_from_slice(&dst);
+            ph.extend_from_slice(&28u32.to_be_bytes());
+            ph.extend_from_slice(&[0, 0, 0, 58]);
+            ph.extend_from_slice(&r);
+            let c = checksum::internet_checksum(&ph);
+            r[2..4].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&r);
+        }
+    }
+    f
+}
+
+/// Sends the report joining (`join`) or leaving group `g` out of interface `i`
+/// ([`group_report`]; IPv4 from the interface's first IPv4 address, or 0.0.0.0) through
+/// `interface-output`, once (unsolicited reports are not repeated and queries are not
+/// answered: see docs/tunnels.md). Without a free buffer nothing is sent.
+fn send_report(vm: &mut Vlib, i: SwIfIndex, g: IpAddr, join: bool) {
+    let Some(mac) = vm.ext_mut::<Interfaces>().get(i).map(|x| x.mac) else {
+        return;
+    };
+    let src4 = sluice_vnet::ip4::addresses(vm, i.0)
+        .first()
+        .map_or(std::net::Ipv4Addr::UNSPECIFIED, |&(a, _)| a.into());
+    let Some(out) = vm.registry.find(sluice_vnet::output::NAME) else {
+        return;
+    };
+    let Some(b) = vm.main.bufs().alloc_with(&group_report(g, src4, mac, join)) else {
+        return;
+    };
+    // SAFETY: `b` was just allocated here and has no other view until it is injected.
+    let v = unsafe { vm.pool.buffer(b) };
+    v.hdr.tx_if = i.0;
+    v.hdr.flags |= LOCALLY_ORIGINATED;
+    vm.main.inject(out, &[b]);
 }
 
 /// Registers a protocol's two encap nodes (IPv4 and IPv6 underlay).

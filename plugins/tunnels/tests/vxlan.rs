@@ -509,6 +509,10 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
     );
     let create = format!("create vxlan tunnel src {me} group {group} pg0 vni 13");
     assert_eq!(cli(&mut vm, &t, &create), "vxlan_tunnel0\n");
+    // The join report goes out of pg0 now (group_tunnel_joins_and_leaves_on_its_interface).
+    for _ in 0..5 {
+        vm.run_main_once();
+    }
     clis(
         &mut vm,
         &t,
@@ -807,6 +811,24 @@ fn many_tunnels_deleted_under_traffic() {
     let out = run(&mut vm, &t, "pg0", "pg1", &frames, frames.len());
     assert_eq!(out.len(), frames.len());
     assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 256);
+    // Each tunnel's rx counters hold its packets (counted per run of one tunnel).
+    let on = |v: u32| {
+        (0..256u32)
+            .filter(|i| i % 32 != 0 && 100 + (i * 37) % 64 == v)
+            .count() as u64
+    };
+    for (name, n) in [
+        ("vxlan_tunnel0".to_string(), 8),
+        ("vxlan_tunnel1".to_string(), on(100)),
+        ("vxlan_tunnel38".to_string(), on(137)),
+    ] {
+        assert_eq!(if_counter(&vm, &name, ifc::RX_PACKETS), n, "{name}");
+        assert_eq!(
+            if_counter(&vm, &name, ifc::RX_BYTES),
+            n * inner.len() as u64,
+            "{name}"
+        );
+    }
     // The same packets as a stream, with every other tunnel deleted while it runs.
     let dir = std::env::temp_dir().join(format!("tunnels-many-del-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -857,5 +879,131 @@ fn many_tunnels_deleted_under_traffic() {
         counter(&vm, "vxlan4-input", "no_such_tunnel") - miss,
         256 - kept as u64
     );
+    assert_eq!(in_use(&vm), 0);
+}
+
+/// Ones'-complement checksum (RFC 1071), written out here to check the reports' own.
+fn csum(d: &[u8]) -> u16 {
+    let mut s: u32 = d
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// What `mcast` interface pg0 sends while two tunnels to a group on it come and go: one
+/// join when the first is created (IGMPv3 / MLDv2 report, CHANGE_TO_EXCLUDE with no
+/// sources), nothing for the second or when the first of them is deleted, one leave
+/// (CHANGE_TO_INCLUDE) when the last goes.
+#[test]
+fn vxlan4_group_tunnel_joins_and_leaves_on_its_interface() {
+    group_tunnel_joins_and_leaves(false);
+}
+
+/// The same over IPv6: MLDv2 from pg0's link-local address.
+#[test]
+fn vxlan6_group_tunnel_joins_and_leaves_on_its_interface() {
+    group_tunnel_joins_and_leaves(true);
+}
+
+fn group_tunnel_joins_and_leaves(v6: bool) {
+    let (me, plen, group) = if v6 {
+        ("2001:db8::1", 64, "ff0e::101")
+    } else {
+        ("10.0.0.1", 24, "239.1.1.1")
+    };
+    let (mut vm, t) = build();
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create packet-generator interface pg0".to_string(),
+            "set interface state pg0 up".to_string(),
+            format!("set interface ip address pg0 {me}/{plen}"),
+        ],
+    );
+    let dir = std::env::temp_dir().join(format!("tunnels-join-{v6}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    *vm.ext_mut::<sluice_graph::pcap::CaptureDir>() = sluice_graph::pcap::CaptureDir(
+        sluice_infra::files::OutputDir::new(&dir).expect("absolute temp dir"),
+    );
+    let outp = dir.join("out.pcap");
+    cli(
+        &mut vm,
+        &t,
+        &format!(
+            "packet-generator capture pg0 pcap {} count 10",
+            outp.display()
+        ),
+    );
+    let mk = |v: u32| format!("create vxlan tunnel src {me} group {group} pg0 vni {v}");
+    let steps = [
+        mk(13),
+        mk(14),
+        format!("{} del", mk(13)),
+        format!("{} del", mk(14)),
+    ];
+    let mut sent = Vec::new();
+    for c in &steps {
+        cli(&mut vm, &t, c);
+        for _ in 0..5 {
+            vm.run_main_once();
+        }
+        sent.push(if_counter(&vm, "pg0", ifc::TX_PACKETS));
+    }
+    cli(&mut vm, &t, "packet-generator capture pg0 disable");
+    let out = read_pcap(&outp);
+    let _ = std::fs::remove_dir_all(&dir);
+    // One report with the first tunnel, none with the second or its deletion, one with
+    // the last tunnel's.
+    assert_eq!(sent, vec![1, 1, 1, 2]);
+    let pg0 = mac_of(&vm, "pg0");
+    let want = |record: u8| -> Vec<u8> {
+        let mut f = Vec::new();
+        if v6 {
+            f.extend_from_slice(&[0x33, 0x33, 0, 0, 0, 0x16]);
+            f.extend_from_slice(&pg0);
+            f.extend_from_slice(&[0x86, 0xdd]);
+            // fe80::<modified EUI-64 of pg0's MAC>
+            let mut src = [0u8; 16];
+            src[..2].copy_from_slice(&[0xfe, 0x80]);
+            src[8..11].copy_from_slice(&[pg0[0] ^ 2, pg0[1], pg0[2]]);
+            src[11..13].copy_from_slice(&[0xff, 0xfe]);
+            src[13..].copy_from_slice(&pg0[3..]);
+            let dst = a6("ff02::16");
+            f.extend(ip6(src, dst, 0, 36, 1));
+            // Hop-by-hop: next header ICMPv6, Router Alert (MLD), PadN.
+            f.extend_from_slice(&[58, 0, 5, 2, 0, 0, 1, 0]);
+            let mut r = vec![143, 0, 0, 0, 0, 0, 0, 1, record, 0, 0, 0];
+            r.extend_from_slice(&a6(group));
+            let mut ph = Vec::new();
+            ph.extend_from_slice(&src);
+            ph.extend_from_slice(&dst);
+            ph.extend_from_slice(&[0, 0, 0, 28, 0, 0, 0, 58]);
+            ph.extend_from_slice(&r);
+            r[2..4].copy_from_slice(&csum(&ph).to_be_bytes());
+            f.extend(r);
+        } else {
+            f.extend_from_slice(&[0x01, 0, 0x5e, 0, 0, 0x16]);
+            f.extend_from_slice(&pg0);
+            f.extend_from_slice(&[0x08, 0x00]);
+            let mut ip = vec![
+                0x46, 0xc0, 0, 40, 0, 0, 0, 0, 1, 2, 0, 0, 10, 0, 0, 1, 224, 0, 0, 22, 0x94, 4, 0,
+                0,
+            ];
+            let c = csum(&ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend(ip);
+            let mut r = vec![0x22, 0, 0, 0, 0, 0, 0, 1, record, 0, 0, 0, 239, 1, 1, 1];
+            let c = csum(&r);
+            r[2..4].copy_from_slice(&c.to_be_bytes());
+            f.extend(r);
+        }
+        f
+    };
+    assert_eq!(out, vec![want(4), want(3)]);
     assert_eq!(in_use(&vm), 0);
 }
