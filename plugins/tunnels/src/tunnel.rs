@@ -878,13 +878,18 @@ impl DecapTable {
     }
     /// The slot of `k` probing from slot `i`, or [`MISS`].
     #[inline(always)]
-    fn probe(&self, k: &DecapKey, mut i: usize) -> u32 {
+    fn probe(&self, k: &DecapKey, i: usize) -> u32 {
+        self.find(k, i).map_or(MISS, |(r, _)| r)
+    }
+    /// The slot and entry of `k` probing from slot `i`.
+    #[inline(always)]
+    fn find(&self, k: &DecapKey, mut i: usize) -> Option<(u32, &DecapEntry)> {
         let m = self.slots.len() - 1;
         loop {
             match self.slots.get(i & m) {
-                Some(Some(e)) if e.is(k) => return (i & m) as u32,
+                Some(Some(e)) if e.is(k) => return Some(((i & m) as u32, e)),
                 Some(Some(_)) => i += 1,
-                _ => return MISS,
+                _ => return None,
             }
         }
     }
@@ -1099,18 +1104,22 @@ impl DecapTable {
         out: &mut [u32],
         l2_direct: bool,
     ) {
+        let attrs = self.if_attrs.as_deref();
         for (&j, &h) in todo.iter().zip(homes) {
-            let r = self.probe(&keys[j as usize], h as usize);
+            let Some((r, e)) = self.find(&keys[j as usize], h as usize) else {
+                out[j as usize] = MISS;
+                continue;
+            };
             out[j as usize] = r;
-            if let Some(e) = self.entry(r) {
-                e.prefetch_rx();
-                let skip = l2_direct && e.mode() != L2Mode::Ethernet;
-                if let Some(a) = self.if_attrs.as_ref().filter(|_| !skip) {
+            e.prefetch_rx();
+            match attrs {
+                Some(a) if !(l2_direct && e.bits & (MODE_XC | MODE_BD) != 0) => {
                     // A record may straddle two lines: its first and last bytes.
                     let r = sluice_vnet::interface::attr(a, e.sw_if) as *const IfAttr;
                     sluice_infra::prefetch(r);
                     sluice_infra::prefetch(r.cast::<u8>().wrapping_add(IF_ATTR_LAST));
                 }
+                _ => {}
             }
         }
     }
