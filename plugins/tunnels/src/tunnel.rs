@@ -735,7 +735,7 @@ const _: () = assert!(
     sluice_vnet::interface::counter::RX_PACKETS < sluice_vnet::interface::counter::RX_BYTES
 );
 
-/// The slots of a new (or emptied) [`DecapTable`]: a power of two.
+/// The slots of a new [`DecapTable`] (a power of two); the table grows, never shrinks.
 const MIN_SLOTS: usize = 8;
 
 /// A decap node's tunnel table (one copy per thread, only that thread reads and writes it:
@@ -2205,10 +2205,17 @@ const CHANGE_TO_EXCLUDE: u8 = 4;
 /// The unsolicited report that joins (`join`) or leaves multicast group `g`, as an
 /// Ethernet frame from `mac`: for an IPv4 group an IGMPv3 Membership Report (RFC 3376
 /// §4.2) to 224.0.0.22 from `src4`, TTL 1, IP Router Alert; for an IPv6 group an MLDv2
-/// Listener Report (RFC 3810 §5.2) to ff02::16 from the link-local address of `mac`, hop
-/// limit 1, in a hop-by-hop header with the Router Alert option. One group record, no
-/// sources: CHANGE_TO_EXCLUDE_MODE (join), CHANGE_TO_INCLUDE_MODE (leave).
-pub fn group_report(g: IpAddr, src4: std::net::Ipv4Addr, mac: [u8; 6], join: bool) -> Vec<u8> {
+/// Listener Report (RFC 3810 §5.2) to ff02::16 from `src6` (a link-local address, or `::`
+/// when the interface has none: RFC 3810 §5.2.13), hop limit 1, in a hop-by-hop header
+/// with the Router Alert option. One group record, no sources: CHANGE_TO_EXCLUDE_MODE
+/// (join), CHANGE_TO_INCLUDE_MODE (leave).
+pub fn group_report(
+    g: IpAddr,
+    src4: std::net::Ipv4Addr,
+    src6: std::net::Ipv6Addr,
+    mac: [u8; 6],
+    join: bool,
+) -> Vec<u8> {
     let kind = if join {
         CHANGE_TO_EXCLUDE
     } else {
@@ -2246,7 +2253,7 @@ pub fn group_report(g: IpAddr, src4: std::net::Ipv4Addr, mac: [u8; 6], join: boo
             f.extend_from_slice(&[0x33, 0x33, 0x00, 0x00, 0x00, 0x16]);
             f.extend_from_slice(&mac);
             f.extend_from_slice(&ethertype::IPV6.to_be_bytes());
-            let src = sluice_vnet::ip6::link_local(mac).to_be_bytes();
+            let src = src6.octets();
             let dst = 0xff02_0000_0000_0000_0000_0000_0000_0016u128.to_be_bytes();
             // Hop-by-hop (8 bytes: Router Alert, MLD; PadN), then the 28-byte report.
             let mut ip = [0u8; 40];
@@ -2279,20 +2286,36 @@ pub fn group_report(g: IpAddr, src4: std::net::Ipv4Addr, mac: [u8; 6], join: boo
 }
 
 /// Sends the report joining (`join`) or leaving group `g` out of interface `i`
-/// ([`group_report`]; IPv4 from the interface's first IPv4 address, or 0.0.0.0) through
-/// `interface-output`, once (unsolicited reports are not repeated and queries are not
-/// answered: see docs/tunnels.md). Without a free buffer nothing is sent.
+/// ([`group_report`]; IPv4 from the interface's first IPv4 address, or 0.0.0.0; IPv6 from
+/// its first link-local address, or ::) through `interface-output`, once (unsolicited
+/// reports are not repeated and queries are not answered: see docs/tunnels.md). Without a
+/// free buffer nothing is sent.
 fn send_report(vm: &mut Vlib, i: SwIfIndex, g: IpAddr, join: bool) {
     let Some(mac) = vm.ext_mut::<Interfaces>().get(i).map(|x| x.mac) else {
         return;
     };
-    let src4 = sluice_vnet::ip4::addresses(vm, i.0)
-        .first()
-        .map_or(std::net::Ipv4Addr::UNSPECIFIED, |&(a, _)| a.into());
+    let (mut src4, mut src6) = (
+        std::net::Ipv4Addr::UNSPECIFIED,
+        std::net::Ipv6Addr::UNSPECIFIED,
+    );
+    if g.is_ipv4() {
+        if let Some(&(a, _)) = sluice_vnet::ip4::addresses(vm, i.0).first() {
+            src4 = a.into();
+        }
+    } else if let Some(&(a, _)) = sluice_vnet::ip6::addresses(vm, i.0)
+        .iter()
+        .find(|x| sluice_vnet::ip6::is_link_local(x.0))
+    {
+        src6 = a.into();
+    }
     let Some(out) = vm.registry.find(sluice_vnet::output::NAME) else {
         return;
     };
-    let Some(b) = vm.main.bufs().alloc_with(&group_report(g, src4, mac, join)) else {
+    let Some(b) = vm
+        .main
+        .bufs()
+        .alloc_with(&group_report(g, src4, src6, mac, join))
+    else {
         return;
     };
     // SAFETY: `b` was just allocated here and has no other view until it is injected.

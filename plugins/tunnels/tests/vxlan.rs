@@ -900,31 +900,63 @@ fn csum(d: &[u8]) -> u16 {
 /// (CHANGE_TO_INCLUDE) when the last goes.
 #[test]
 fn vxlan4_group_tunnel_joins_and_leaves_on_its_interface() {
-    group_tunnel_joins_and_leaves(false);
+    group_tunnel_joins_and_leaves(false, LinkLocal::Eui64);
 }
 
-/// The same over IPv6: MLDv2 from pg0's link-local address.
+/// The same over IPv6: MLDv2 from pg0's link-local address (the one IPv6 gave it).
 #[test]
 fn vxlan6_group_tunnel_joins_and_leaves_on_its_interface() {
-    group_tunnel_joins_and_leaves(true);
+    group_tunnel_joins_and_leaves(true, LinkLocal::Eui64);
 }
 
-fn group_tunnel_joins_and_leaves(v6: bool) {
+/// MLDv2 from the link-local address the operator set on pg0 (not the MAC's).
+#[test]
+fn vxlan6_group_report_from_the_link_local_address_set() {
+    group_tunnel_joins_and_leaves(true, LinkLocal::Set("fe80::1234"));
+}
+
+/// MLDv2 from :: when pg0 has no IPv6 address (RFC 3810 §5.2.13; the source is on pg1).
+#[test]
+fn vxlan6_group_report_from_unspecified_without_link_local() {
+    group_tunnel_joins_and_leaves(true, LinkLocal::None);
+}
+
+/// The link-local address of the group tunnel's interface in
+/// [`group_tunnel_joins_and_leaves`].
+#[derive(Clone, Copy)]
+enum LinkLocal {
+    /// The one IPv6 derives from the MAC with the first address.
+    Eui64,
+    /// This one, set before the first global address.
+    Set(&'static str),
+    /// None: the tunnel's source address is on another interface.
+    None,
+}
+
+fn group_tunnel_joins_and_leaves(v6: bool, ll: LinkLocal) {
     let (me, plen, group) = if v6 {
         ("2001:db8::1", 64, "ff0e::101")
     } else {
         ("10.0.0.1", 24, "239.1.1.1")
     };
     let (mut vm, t) = build();
-    clis(
-        &mut vm,
-        &t,
-        &[
-            "create packet-generator interface pg0".to_string(),
-            "set interface state pg0 up".to_string(),
+    let mut setup = vec![
+        "create packet-generator interface pg0".to_string(),
+        "set interface state pg0 up".to_string(),
+    ];
+    match ll {
+        LinkLocal::Eui64 => setup.push(format!("set interface ip address pg0 {me}/{plen}")),
+        LinkLocal::Set(a) => setup.extend([
+            format!("set interface ip address pg0 {a}/64"),
             format!("set interface ip address pg0 {me}/{plen}"),
-        ],
-    );
+        ]),
+        LinkLocal::None => setup.extend([
+            "create packet-generator interface pg1".to_string(),
+            "set interface state pg1 up".to_string(),
+            format!("set interface ip address pg1 {me}/{plen}"),
+        ]),
+    }
+    clis(&mut vm, &t, &setup);
     let dir = std::env::temp_dir().join(format!("tunnels-join-{v6}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     *vm.ext_mut::<sluice_graph::pcap::CaptureDir>() = sluice_graph::pcap::CaptureDir(
@@ -967,12 +999,19 @@ fn group_tunnel_joins_and_leaves(v6: bool) {
             f.extend_from_slice(&[0x33, 0x33, 0, 0, 0, 0x16]);
             f.extend_from_slice(&pg0);
             f.extend_from_slice(&[0x86, 0xdd]);
-            // fe80::<modified EUI-64 of pg0's MAC>
-            let mut src = [0u8; 16];
-            src[..2].copy_from_slice(&[0xfe, 0x80]);
-            src[8..11].copy_from_slice(&[pg0[0] ^ 2, pg0[1], pg0[2]]);
-            src[11..13].copy_from_slice(&[0xff, 0xfe]);
-            src[13..].copy_from_slice(&pg0[3..]);
+            let src = match ll {
+                LinkLocal::Eui64 => {
+                    // fe80::<modified EUI-64 of pg0's MAC>
+                    let mut src = [0u8; 16];
+                    src[..2].copy_from_slice(&[0xfe, 0x80]);
+                    src[8..11].copy_from_slice(&[pg0[0] ^ 2, pg0[1], pg0[2]]);
+                    src[11..13].copy_from_slice(&[0xff, 0xfe]);
+                    src[13..].copy_from_slice(&pg0[3..]);
+                    src
+                }
+                LinkLocal::Set(a) => a6(a),
+                LinkLocal::None => [0; 16],
+            };
             let dst = a6("ff02::16");
             f.extend(ip6(src, dst, 0, 36, 1));
             // Hop-by-hop: next header ICMPv6, Router Alert (MLD), PadN.
