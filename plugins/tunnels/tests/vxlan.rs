@@ -811,7 +811,7 @@ fn many_tunnels_deleted_under_traffic() {
     let out = run(&mut vm, &t, "pg0", "pg1", &frames, frames.len());
     assert_eq!(out.len(), frames.len());
     assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 256);
-    // Each tunnel's rx counters hold its packets (counted per run of one tunnel).
+    // Each tunnel's rx counters hold its packets.
     let on = |v: u32| {
         (0..256u32)
             .filter(|i| i % 32 != 0 && 100 + (i * 37) % 64 == v)
@@ -863,17 +863,28 @@ fn many_tunnels_deleted_under_traffic() {
         counter(&vm, "vxlan4-input", "no_such_tunnel"),
     );
     assert_eq!(dec + miss, sent);
-    // Some packets of deleted tunnels were dropped, and the remaining tunnels decapsulate.
+    // The frames of the tunnels that stay (VNI 13 and the odd VNIs: 136 of 256) are all
+    // decapsulated, so the deleted tunnels' frames were partly decapsulated (more than
+    // the kept share: deletions came after traffic started) and partly missed (they came
+    // before it ended). The decap table's hash seed is random per table, so where the
+    // deletions' back-shifts land differs from run to run: this test is no deterministic
+    // guard for back-shift (the fixed-seed unit tests of `DecapTable` are).
+    let kept = (0..256u32)
+        .filter(|i| i % 32 == 0 || (i * 37) % 64 % 2 == 1)
+        .count();
+    assert_eq!(kept, 136);
     assert!(
-        miss > 0 && dec > sent / 2,
+        miss > 0 && dec > sent * kept as u64 / 256,
         "decapsulated {dec}, missed {miss}"
+    );
+    // A kept tunnel lost none of its frames while the others were deleted around it.
+    assert_eq!(
+        if_counter(&vm, "vxlan_tunnel38", ifc::RX_PACKETS),
+        21 * on(137)
     );
     assert_eq!(in_use(&vm), 0);
     cli(&mut vm, &t, "packet-generator delete d");
     let out = run(&mut vm, &t, "pg0", "pg1", &frames, frames.len());
-    let kept = (0..256u32)
-        .filter(|i| i % 32 == 0 || (i * 37) % 64 % 2 == 1)
-        .count();
     assert_eq!(out.len(), kept);
     assert_eq!(
         counter(&vm, "vxlan4-input", "no_such_tunnel") - miss,
