@@ -1497,6 +1497,17 @@ impl Tunnels {
     fn joined(&self, g: IpAddr, i: SwIfIndex) -> u32 {
         self.joins.get(&(g, i)).copied().unwrap_or(0)
     }
+    /// The groups `mcast` interface `i` has joined, in order.
+    fn groups_joined(&self, i: SwIfIndex) -> Vec<IpAddr> {
+        let mut v: Vec<IpAddr> = self
+            .joins
+            .keys()
+            .filter(|k| k.1 == i)
+            .map(|k| k.0)
+            .collect();
+        v.sort_unstable();
+        v
+    }
     /// Multicast tunnels to group `g` in underlay FIB `fib`.
     fn group_users(&self, g: IpAddr, fib: u32) -> u32 {
         self.groups.get(&(g, fib)).copied().unwrap_or(0)
@@ -2115,8 +2126,19 @@ fn proto_of(k: Kind) -> Option<&'static Proto> {
 /// vnet's interface-change hook (`sluice_vnet::interface::on_change`, registered by every
 /// tunnel plugin): when a tunnel interface's admin state, L2 mode or input redirect
 /// changes, its decap entries on every thread take the new [`if_mode`], which the decap
-/// node then reads from the entry instead of the interface's record.
-pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, _what: sluice_vnet::interface::IfChange) {
+/// node then reads from the entry instead of the interface's record. When a group
+/// tunnel's `mcast` interface is set up, it sends the join of each of its groups again
+/// (one sent while it was down was dropped by `interface-output`).
+pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, what: sluice_vnet::interface::IfChange) {
+    if what == sluice_vnet::interface::IfChange::AdminState
+        && sluice_vnet::interface::with_if_attr(vm, sw.0, |a| {
+            a.admin_up.load(std::sync::atomic::Ordering::Relaxed)
+        }) == Some(true)
+    {
+        for g in vm.ext_mut::<Tunnels>().groups_joined(sw) {
+            send_report(vm, sw, g, true);
+        }
+    }
     let Some((_, t)) = vm.ext_mut::<Tunnels>().by_sw_if(sw, |_| true) else {
         return;
     };
@@ -2288,8 +2310,9 @@ pub fn group_report(
 /// Sends the report joining (`join`) or leaving group `g` out of interface `i`
 /// ([`group_report`]; IPv4 from the interface's first IPv4 address, or 0.0.0.0; IPv6 from
 /// its first link-local address, or ::) through `interface-output`, once (unsolicited
-/// reports are not repeated and queries are not answered: see docs/tunnels.md). Without a
-/// free buffer nothing is sent.
+/// reports are not repeated and queries are not answered: see docs/tunnels.md; the joins
+/// go again when the interface is set up, [`if_changed`]). Without a free buffer nothing
+/// is sent.
 fn send_report(vm: &mut Vlib, i: SwIfIndex, g: IpAddr, join: bool) {
     let Some(mac) = vm.ext_mut::<Interfaces>().get(i).map(|x| x.mac) else {
         return;

@@ -911,25 +911,32 @@ fn csum(d: &[u8]) -> u16 {
 /// (CHANGE_TO_INCLUDE) when the last goes.
 #[test]
 fn vxlan4_group_tunnel_joins_and_leaves_on_its_interface() {
-    group_tunnel_joins_and_leaves(false, LinkLocal::Eui64);
+    group_tunnel_joins_and_leaves(false, LinkLocal::Eui64, false);
 }
 
 /// The same over IPv6: MLDv2 from pg0's link-local address (the one IPv6 gave it).
 #[test]
 fn vxlan6_group_tunnel_joins_and_leaves_on_its_interface() {
-    group_tunnel_joins_and_leaves(true, LinkLocal::Eui64);
+    group_tunnel_joins_and_leaves(true, LinkLocal::Eui64, false);
 }
 
 /// MLDv2 from the link-local address the operator set on pg0 (not the MAC's).
 #[test]
 fn vxlan6_group_report_from_the_link_local_address_set() {
-    group_tunnel_joins_and_leaves(true, LinkLocal::Set("fe80::1234"));
+    group_tunnel_joins_and_leaves(true, LinkLocal::Set("fe80::1234"), false);
 }
 
 /// MLDv2 from :: when pg0 has no IPv6 address (RFC 3810 §5.2.13; the source is on pg1).
 #[test]
 fn vxlan6_group_report_from_unspecified_without_link_local() {
-    group_tunnel_joins_and_leaves(true, LinkLocal::None);
+    group_tunnel_joins_and_leaves(true, LinkLocal::None, false);
+}
+
+/// The tunnel made while pg0 is down: its join is dropped by `interface-output` and sent
+/// again when pg0 comes up.
+#[test]
+fn vxlan4_group_join_sent_again_when_the_interface_comes_up() {
+    group_tunnel_joins_and_leaves(false, LinkLocal::Eui64, true);
 }
 
 /// The link-local address of the group tunnel's interface in
@@ -944,17 +951,17 @@ enum LinkLocal {
     None,
 }
 
-fn group_tunnel_joins_and_leaves(v6: bool, ll: LinkLocal) {
+fn group_tunnel_joins_and_leaves(v6: bool, ll: LinkLocal, down_first: bool) {
     let (me, plen, group) = if v6 {
         ("2001:db8::1", 64, "ff0e::101")
     } else {
         ("10.0.0.1", 24, "239.1.1.1")
     };
     let (mut vm, t) = build();
-    let mut setup = vec![
-        "create packet-generator interface pg0".to_string(),
-        "set interface state pg0 up".to_string(),
-    ];
+    let mut setup = vec!["create packet-generator interface pg0".to_string()];
+    if !down_first {
+        setup.push("set interface state pg0 up".to_string());
+    }
     match ll {
         LinkLocal::Eui64 => setup.push(format!("set interface ip address pg0 {me}/{plen}")),
         LinkLocal::Set(a) => setup.extend([
@@ -968,7 +975,16 @@ fn group_tunnel_joins_and_leaves(v6: bool, ll: LinkLocal) {
         ]),
     }
     clis(&mut vm, &t, &setup);
-    let dir = std::env::temp_dir().join(format!("tunnels-join-{v6}-{}", std::process::id()));
+    // One directory per case: the cases run at once in this process.
+    let tag = match ll {
+        LinkLocal::Eui64 => "eui64",
+        LinkLocal::Set(_) => "set",
+        LinkLocal::None => "none",
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "tunnels-join-{v6}-{tag}-{down_first}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     *vm.ext_mut::<sluice_graph::pcap::CaptureDir>() = sluice_graph::pcap::CaptureDir(
         sluice_infra::files::OutputDir::new(&dir).expect("absolute temp dir"),
@@ -983,12 +999,15 @@ fn group_tunnel_joins_and_leaves(v6: bool, ll: LinkLocal) {
         ),
     );
     let mk = |v: u32| format!("create vxlan tunnel src {me} group {group} pg0 vni {v}");
-    let steps = [
+    let mut steps = vec![
         mk(13),
         mk(14),
         format!("{} del", mk(13)),
         format!("{} del", mk(14)),
     ];
+    if down_first {
+        steps.insert(1, "set interface state pg0 up".to_string());
+    }
     let mut sent = Vec::new();
     for c in &steps {
         cli(&mut vm, &t, c);
@@ -1001,8 +1020,13 @@ fn group_tunnel_joins_and_leaves(v6: bool, ll: LinkLocal) {
     let out = read_pcap(&outp);
     let _ = std::fs::remove_dir_all(&dir);
     // One report with the first tunnel, none with the second or its deletion, one with
-    // the last tunnel's.
-    assert_eq!(sent, vec![1, 1, 1, 2]);
+    // the last tunnel's; with pg0 down at first, the join when it comes up.
+    if down_first {
+        assert_eq!(sent, vec![0, 1, 1, 1, 2]);
+        assert_eq!(counter(&vm, "interface-output", "interface_down"), 1);
+    } else {
+        assert_eq!(sent, vec![1, 1, 1, 2]);
+    }
     let pg0 = mac_of(&vm, "pg0");
     let want = |record: u8| -> Vec<u8> {
         let mut f = Vec::new();
