@@ -18,6 +18,8 @@
 #          the same load; one VPP per case on core 0, a warm-up then N runs; a case VPP does
 #          not forward completely out of pg1 is reported as an error, not a result; exit
 #          status 1 when any case is an error row).
+#        NO_BUILD=1 skips the release build; BIN=<sluice-bench> runs another binary (a
+#        baseline's) and implies NO_BUILD.
 #        scripts/tunnel-bench.sh --memif [SECONDS [RUNS]]
 #          VXLAN decap (1 and SLUICE_BENCH_TUNNELS tunnels) over a memif pair of two Sluice
 #          daemons (A: pg -> memif on CPU 0; B: memif -> decap -> pg1 on CPU 1): Mpps out
@@ -26,8 +28,9 @@
 #          1); one whose output is within 5% of A's offered rate is generator-bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -j 2 -p sluice-bench >&2
-bin=target/release/sluice-bench
+# NO_BUILD=1: use the binary as it is; BIN=path: another sluice-bench (a baseline's).
+[ -n "${NO_BUILD:-}" ] || [ -n "${BIN:-}" ] || cargo build --release -j 2 -p sluice-bench >&2
+bin=${BIN:-target/release/sluice-bench}
 if [ "${1:-}" = "--vpp" ]; then
     shift
     runs=5 packets=2000000 only=()

@@ -37,9 +37,10 @@
 //!   part of the key).
 //! - passes: (1) parse every packet into its key ([`DecapKey`]: table, outer source and
 //!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a key
-//!   equal to the previous packet's (across frames too) is not looked up again. (2) look
-//!   the new keys up together ([`DecapTable::lookup_frame`]: the digest index with the
-//!   64-byte entries prefetched, then the keys confirmed with each hit's rx counters row
+//!   equal to the previous packet's (across frames too) is not looked up again; a new
+//!   key's home slot in the open-addressing table (64-byte slots holding the entries) is
+//!   prefetched as soon as it is parsed ([`DecapTable::start`]). (2) look the new keys up
+//!   ([`DecapTable::lookup_frame`]: the slots' keys compared, each hit's rx counters row
 //!   and, unless its frames go straight to `l2-input`, interface record prefetched, so
 //!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
@@ -524,10 +525,9 @@ impl std::hash::Hash for DecapKey {
 }
 
 /// The decap tables' hasher: a multiply-rotate over the key's three words (about 10
-/// instructions against SipHash's few hundred for the 40-byte key). Not keyed, and that
-/// is safe here: only the control plane inserts (the operator's tunnels), packets only
-/// look up, so attacker-chosen outer headers are lookups that end at the first empty slot
-/// of a table whose layout they do not control — they cannot grow a probe sequence.
+/// instructions against SipHash's few hundred for the 40-byte key). [`DecapTable`] starts
+/// it from a random seed per table; the control plane's maps (`Tunnels`) start it from 0:
+/// only the control plane inserts (the operator's tunnels), packets only look up.
 #[derive(Default, Clone, Copy)]
 pub struct DecapHasher(u64);
 
@@ -616,8 +616,8 @@ impl RxRow {
     }
 }
 
-/// What a decap hit yields: one cache line, the tunnel's full decap key (a hit in the
-/// table's digest index is confirmed against it) beside what the packet needs, among it
+/// A slot of a [`DecapTable`] and what a decap hit yields: one cache line, the tunnel's
+/// full decap key (what a lookup compares) beside what the packet needs, among it
 /// this thread's row of the tunnel's counters and the tunnel interface's L2 mode (so an
 /// L2 decap needs no read of the interface's record: [`DecapEntry::mode`]).
 #[repr(C, align(64))]
@@ -685,12 +685,25 @@ impl DecapEntry {
         r[sluice_vnet::interface::counter::RX_PACKETS].add(1);
         r[sluice_vnet::interface::counter::RX_BYTES].add(bytes);
     }
-    /// Hints the CPU to fetch the counters' row (80 bytes: its first and last lines).
+    /// Hints the CPU to fetch what [`DecapEntry::count_rx`] adds to (`rx packets` and
+    /// `rx bytes`, the row's first 16 bytes: its first byte's line and, when they
+    /// straddle one, its last byte's).
     #[inline(always)]
     fn prefetch_rx(&self) {
         let p = self.rx.0.as_ptr();
         sluice_infra::prefetch(p);
-        sluice_infra::prefetch(p.cast::<u8>().wrapping_add(ROW_LAST));
+        sluice_infra::prefetch(p.cast::<u8>().wrapping_add(RX_LAST));
+    }
+    /// The key this entry was inserted under.
+    fn key(&self) -> DecapKey {
+        let w = &self.words;
+        DecapKey {
+            fib: (w[0] >> 32) as u32,
+            key: w[0] as u32,
+            sub: self.sub,
+            src: (w[2] as u128) << 64 | w[1] as u128,
+            dst: (w[4] as u128) << 64 | w[3] as u128,
+        }
     }
     /// Whether this is the entry of key `k`.
     #[inline(always)]
@@ -715,43 +728,51 @@ fn key_words(k: &DecapKey) -> [u64; 5] {
     ]
 }
 
-/// The digest a decap key is indexed by: [`DecapHasher`] over its words. Unkeyed, and
-/// that is safe for the same reason as the hasher's: only the control plane inserts, and
-/// it refuses a tunnel whose digest another one of the table has
-/// ([`Tunnels::digest_user`]); packets only look up, and a digest hit is confirmed against
-/// the entry's full key.
-#[inline(always)]
-pub fn digest(k: &DecapKey) -> u64 {
-    use std::hash::BuildHasher;
-    std::hash::BuildHasherDefault::<DecapHasher>::default().hash_one(k)
-}
+/// The offset of the last byte [`DecapEntry::count_rx`] adds to in a counters row.
+const RX_LAST: usize =
+    (sluice_vnet::interface::counter::RX_BYTES + 1) * std::mem::size_of::<Counter>() - 1;
+const _: () = assert!(
+    sluice_vnet::interface::counter::RX_PACKETS < sluice_vnet::interface::counter::RX_BYTES
+);
 
-/// The offset of a counters row's last byte.
-const ROW_LAST: usize = std::mem::size_of::<[Counter; sluice_vnet::interface::counter::N]>() - 1;
+/// The slots of a new [`DecapTable`] (a power of two); the table grows, never shrinks.
+const MIN_SLOTS: usize = 8;
 
 /// A decap node's tunnel table (one copy per thread, only that thread reads and writes it:
-/// the control plane changes it through `foreach_thread`): a map from the key's [`digest`]
-/// to the tunnel index, and the entries by tunnel index (one cache line each).
-/// [`DecapTable::lookup_frame`] looks a frame's keys up, then prefetches the entries and
-/// their counters. The map is a plain `HashMap`, not a `Bihash`: with one thread as its
-/// only reader and writer it needs no reader protocol (the bihash's per-bucket version
-/// re-check and growth by epochs), and its probe (one 16-byte control group, then a
-/// 16-byte slot) is about half the bihash's instructions and touches fewer bytes.
-#[derive(Default)]
+/// the control plane changes it through `foreach_thread`): open addressing with linear
+/// probing over 64-byte slots that hold the entries themselves ([`DecapEntry`]: the full
+/// key beside what a packet needs), at most half full. A lookup computes the key's home
+/// slot, which [`DecapTable::start`] prefetches as soon as a packet's key is parsed, and
+/// compares the keys of the slots from there to the first empty one: a hit is usually one
+/// cache line, the one prefetched. Deletion shifts the entries after the hole back
+/// (no tombstones: a miss still ends at the first empty slot). The hash is seeded per
+/// table at random: the tunnels are the operator's, but outer headers chosen by an
+/// attacker should not be able to aim lookups at the longest run of occupied slots.
 pub struct DecapTable {
-    index: HashMap<u64, u32, std::hash::BuildHasherDefault<sluice_infra::hash::PreHashed>>,
-    entries: Vec<Option<DecapEntry>>,
-    /// The counters each entry's row belongs to, by tunnel index (what keeps the row
-    /// alive: set and cleared with the entry).
-    keep: Vec<Option<Arc<IfCounters>>>,
+    /// The slots (a power of two long, at most half of them full).
+    slots: Box<[Option<DecapEntry>]>,
+    /// The counters each slot's row belongs to (what keeps the row alive: set, moved and
+    /// cleared with the slot's entry).
+    keep: Box<[Option<Arc<IfCounters>>]>,
+    /// Entries.
+    len: usize,
+    /// The hash's seed.
+    seed: u64,
     /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` (or,
-    /// for an L2 tunnel, [`l2_direct`]) reads next (prefetched with the
-    /// counters; None in a runtime without vnet).
+    /// for an L3 tunnel, [`l3_mode`]) reads next (prefetched with the counters; None in a
+    /// runtime without vnet).
     if_attrs: Option<IfAttrs>,
     /// The feature next table and `ethernet-input`'s slot in it (the `l2-input` arc it
     /// starts): an L2 tunnel with an `l2-input` feature has its frames go through
     /// `ethernet-input`, which applies it ([`l2_mode`]; None: always through it).
     l2_features: Option<(Arc<FeatureNext>, usize)>,
+}
+
+impl Default for DecapTable {
+    fn default() -> Self {
+        use std::hash::BuildHasher;
+        DecapTable::with_seed(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
+    }
 }
 
 /// Why [`DecapTable::insert`] refused a tunnel (the table is unchanged).
@@ -767,33 +788,35 @@ pub enum InsertError {
 pub const MISS: u32 = u32::MAX;
 
 impl DecapTable {
-    /// Adds or replaces tunnel `idx` (key `k`; its digest is no other tunnel's) for thread
-    /// `t` (whose row of the counters the entry holds). Fails when the index cannot grow
-    /// (memory) or the counters have no row for `t`; the table is then unchanged.
-    pub fn insert(
-        &mut self,
-        k: DecapKey,
-        idx: u32,
-        e: &DecapSpec,
-        t: usize,
-    ) -> Result<(), InsertError> {
-        let rx = RxRow::new(&e.counters, t).ok_or(InsertError::NoRow)?;
-        let i = idx as usize;
-        let mem = |_| InsertError::NoMemory;
-        self.index.try_reserve(1).map_err(mem)?;
-        if self.entries.len() <= i {
-            let more = i + 1 - self.entries.len();
-            self.entries.try_reserve(more).map_err(mem)?;
-            self.keep.try_reserve(more).map_err(mem)?;
-            self.entries.resize_with(i + 1, || None);
-            self.keep.resize(i + 1, None);
+    /// An empty table whose hash starts from `seed`.
+    pub fn with_seed(seed: u64) -> Self {
+        DecapTable {
+            slots: (0..MIN_SLOTS).map(|_| None).collect(),
+            keep: (0..MIN_SLOTS).map(|_| None).collect(),
+            len: 0,
+            seed,
+            if_attrs: None,
+            l2_features: None,
         }
-        let d = digest(&k);
-        // The caller keeps digests unique across tunnels: only `idx` itself may hold `d`.
-        debug_assert!(self.index.get(&d).is_none_or(|&o| o == idx));
-        self.index.insert(d, idx);
+    }
+    /// Adds the tunnel `e` under key `k`, or replaces the entry of `k`, for thread `t`
+    /// (whose row of the counters the entry holds). Fails when the table cannot grow
+    /// (memory) or the counters have no row for `t`; the table is then unchanged.
+    pub fn insert(&mut self, k: DecapKey, e: &DecapSpec, t: usize) -> Result<(), InsertError> {
+        let rx = RxRow::new(&e.counters, t).ok_or(InsertError::NoRow)?;
+        let i = match self.lookup(&k) {
+            MISS => {
+                if (self.len + 1) * 2 > self.slots.len() {
+                    self.grow()?;
+                }
+                self.len += 1;
+                self.free_slot(self.home(&k) as usize)
+            }
+            i => i as usize,
+        };
         let (mode, bits) = pack_mode(e.mode);
-        self.entries[i] = Some(DecapEntry {
+        // The entry (and its row pointer) first, then what keeps the row.
+        self.slots[i] = Some(DecapEntry {
             words: key_words(&k),
             rx,
             sw_if: e.sw_if,
@@ -806,10 +829,75 @@ impl DecapTable {
         self.keep[i] = Some(e.counters.clone());
         Ok(())
     }
-    /// Sets tunnel `idx`'s L2 mode (of interface `sw_if`: an index holding another
-    /// tunnel is left alone).
-    pub fn set_mode(&mut self, idx: u32, sw_if: u32, m: L2Mode) {
-        if let Some(Some(e)) = self.entries.get_mut(idx as usize) {
+    /// Twice the slots, every entry in its new place.
+    fn grow(&mut self) -> Result<(), InsertError> {
+        let n = self.slots.len() * 2;
+        let mut slots = Vec::new();
+        let mut keep = Vec::new();
+        slots
+            .try_reserve_exact(n)
+            .map_err(|_| InsertError::NoMemory)?;
+        keep.try_reserve_exact(n)
+            .map_err(|_| InsertError::NoMemory)?;
+        slots.resize_with(n, || None);
+        keep.resize(n, None);
+        let old = std::mem::replace(&mut self.slots, slots.into_boxed_slice());
+        let old_keep = std::mem::replace(&mut self.keep, keep.into_boxed_slice());
+        for (e, c) in old.into_vec().into_iter().zip(old_keep.into_vec()) {
+            if let Some(e) = e {
+                let i = self.free_slot(self.home(&e.key()) as usize);
+                self.slots[i] = Some(e);
+                self.keep[i] = c;
+            }
+        }
+        Ok(())
+    }
+    /// The first empty slot from `i` on (there is one: the table is at most half full).
+    fn free_slot(&self, mut i: usize) -> usize {
+        let m = self.slots.len() - 1;
+        while self.slots[i & m].is_some() {
+            i += 1;
+        }
+        i & m
+    }
+    /// The slot where the probe for `k` starts.
+    #[inline(always)]
+    fn home(&self, k: &DecapKey) -> u32 {
+        use std::hash::{Hash, Hasher};
+        let mut h = DecapHasher(self.seed);
+        k.hash(&mut h);
+        (h.finish() as usize & (self.slots.len() - 1)) as u32
+    }
+    /// The slot where the probe for `k` starts ([`DecapTable::lookup_frame`]'s `homes`),
+    /// prefetched.
+    #[inline(always)]
+    pub fn start(&self, k: &DecapKey) -> u32 {
+        let i = self.home(k);
+        sluice_infra::prefetch(self.slots.as_ptr().wrapping_add(i as usize));
+        i
+    }
+    /// The slot of `k` probing from slot `i`, or [`MISS`].
+    #[inline(always)]
+    fn probe(&self, k: &DecapKey, i: usize) -> u32 {
+        self.find(k, i).map_or(MISS, |(r, _)| r)
+    }
+    /// The slot and entry of `k` probing from slot `i`.
+    #[inline(always)]
+    fn find(&self, k: &DecapKey, mut i: usize) -> Option<(u32, &DecapEntry)> {
+        let m = self.slots.len() - 1;
+        loop {
+            match self.slots.get(i & m) {
+                Some(Some(e)) if e.is(k) => return Some(((i & m) as u32, e)),
+                Some(Some(_)) => i += 1,
+                _ => return None,
+            }
+        }
+    }
+    /// Sets the L2 mode of the tunnel of key `k` (of interface `sw_if`: an entry of
+    /// another interface is left alone).
+    pub fn set_mode(&mut self, k: &DecapKey, sw_if: u32, m: L2Mode) {
+        let i = self.lookup(k);
+        if let Some(Some(e)) = self.slots.get_mut(i as usize) {
             if e.sw_if == sw_if {
                 let (mode, bits) = pack_mode(m);
                 e.mode = mode;
@@ -952,89 +1040,87 @@ pub struct L3Direct {
 }
 
 impl DecapTable {
-    /// Removes tunnel `idx` (key `k`); an `idx` that holds another key is left alone.
-    pub fn remove(&mut self, k: &DecapKey, idx: u32) {
-        let d = digest(k);
-        if self.index.get(&d) == Some(&idx) {
-            self.index.remove(&d);
+    /// Removes the tunnel of key `k` (if any); the entries after it move back so that
+    /// every probe still ends at the first empty slot.
+    pub fn remove(&mut self, k: &DecapKey) {
+        let hole = self.lookup(k);
+        if hole == MISS {
+            return;
         }
-        // Only tunnel `idx` as `k` names it: a mismatched pair must not wipe another tunnel.
-        if let Some(e) = self.entries.get_mut(idx as usize) {
-            if e.as_ref().is_some_and(|e| e.words == key_words(k)) {
-                // The entry (and its row pointer) first, then what keeps the row.
-                *e = None;
-                self.keep[idx as usize] = None;
+        let m = self.slots.len() - 1;
+        let mut hole = hole as usize;
+        // The entry (and its row pointer) first, then what keeps the row.
+        self.slots[hole] = None;
+        self.keep[hole] = None;
+        self.len -= 1;
+        let mut j = hole;
+        loop {
+            j = (j + 1) & m;
+            let Some(e) = &self.slots[j] else {
+                break;
+            };
+            // The entry at `j` may fill the hole unless its home lies after the hole
+            // (cyclically in (hole, j]): its probe would not reach the hole.
+            let h = self.home(&e.key()) as usize;
+            if j.wrapping_sub(h) & m >= j.wrapping_sub(hole) & m {
+                self.slots[hole] = self.slots[j].take();
+                self.keep[hole] = self.keep[j].take();
+                hole = j;
             }
         }
     }
     /// Number of tunnels.
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.len
     }
     /// No tunnel.
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.len == 0
     }
-    /// Entry `i` (a tunnel index from [`DecapTable::lookup`]).
+    /// Entry `i` (a slot from [`DecapTable::lookup`], valid until the table changes).
     #[inline(always)]
     pub fn entry(&self, i: u32) -> Option<&DecapEntry> {
-        self.entries.get(i as usize)?.as_ref()
+        self.slots.get(i as usize)?.as_ref()
     }
-    /// The tunnel index of `k`, or [`MISS`].
+    /// The slot of `k`, or [`MISS`].
     #[inline(always)]
     pub fn lookup(&self, k: &DecapKey) -> u32 {
-        match self.index.get(&digest(k)) {
-            Some(&i) if self.entry(i).is_some_and(|e| e.is(k)) => i,
-            _ => MISS,
-        }
+        self.probe(k, self.home(k) as usize)
     }
-    /// Looks up `keys[j]` for every `j` of `todo` into `out[j]` (a tunnel index or
-    /// [`MISS`]), in stages that each cover the whole list so the cache misses of one
-    /// stage overlap: the digests' index lookups (independent of each other: the CPU runs
-    /// them side by side) with the entries prefetched, then the keys confirmed and, for
-    /// each hit, the entry's counters row (this thread's, which the entry points at) and
-    /// the tunnel's interface record prefetched (what `ethernet-input` or [`l3_mode`]
-    /// reads next: with many tunnels it would miss on each packet's record) — but not
-    /// when `l2_direct` (the node sends frames straight to `l2-input`) and the entry's
-    /// mode says its frames go there: then nothing reads the record.
+    /// Looks up `keys[j]` for every `j` of `todo` into `out[j]` (a slot or [`MISS`]),
+    /// probing from `homes[t]` for `todo[t]` (from [`DecapTable::start`], which
+    /// prefetched the slot when the packet was parsed), and for each hit prefetches its
+    /// counters row (this thread's, which the entry points at) and the tunnel's interface
+    /// record (what `ethernet-input` or [`l3_mode`] reads next: with many tunnels it would
+    /// miss on each packet's record) — but not when `l2_direct` (the node sends frames
+    /// straight to `l2-input`) and the entry's mode says its frames go there: then
+    /// nothing reads the record.
     #[inline]
     pub fn lookup_frame(
         &self,
         keys: &[DecapKey],
         todo: &[u16],
-        scratch: &mut LookupScratch,
+        homes: &[u32],
         out: &mut [u32],
         l2_direct: bool,
     ) {
-        let n = todo.len().min(scratch.found.len());
-        let found = &mut scratch.found[..n];
-        for (f, &j) in found.iter_mut().zip(&todo[..n]) {
-            *f = match self.index.get(&digest(&keys[j as usize])) {
-                Some(&i) => {
-                    sluice_infra::prefetch(self.entries.as_ptr().wrapping_add(i as usize));
-                    i
-                }
-                None => MISS,
+        let attrs = self.if_attrs.as_deref();
+        for (&j, &h) in todo.iter().zip(homes) {
+            let Some((r, e)) = self.find(&keys[j as usize], h as usize) else {
+                out[j as usize] = MISS;
+                continue;
             };
-        }
-        for (f, &j) in found.iter_mut().zip(&todo[..n]) {
-            out[j as usize] = match self.entry(*f) {
-                Some(e) if e.is(&keys[j as usize]) => {
-                    e.prefetch_rx();
-                    let skip = l2_direct && e.mode() != L2Mode::Ethernet;
-                    if let Some(a) = self.if_attrs.as_ref().filter(|_| !skip) {
-                        // A record may straddle two lines: its first and last bytes.
-                        let r = sluice_vnet::interface::attr(a, e.sw_if) as *const IfAttr;
-                        sluice_infra::prefetch(r);
-                        sluice_infra::prefetch(r.cast::<u8>().wrapping_add(IF_ATTR_LAST));
-                    }
-                    *f
+            out[j as usize] = r;
+            e.prefetch_rx();
+            match attrs {
+                Some(a) if !(l2_direct && e.bits & (MODE_XC | MODE_BD) != 0) => {
+                    // A record may straddle two lines: its first and last bytes.
+                    let r = sluice_vnet::interface::attr(a, e.sw_if) as *const IfAttr;
+                    sluice_infra::prefetch(r);
+                    sluice_infra::prefetch(r.cast::<u8>().wrapping_add(IF_ATTR_LAST));
                 }
-                _ => {
-                    *f = MISS;
-                    MISS
-                }
-            };
+                _ => {}
+            }
         }
     }
 }
@@ -1044,20 +1130,6 @@ const QINQ_9100: u16 = 0x9100;
 
 /// The offset of an interface record's last byte.
 const IF_ATTR_LAST: usize = std::mem::size_of::<IfAttr>() - 1;
-
-/// [`DecapTable::lookup_frame`]'s per-frame arrays (kept by the node: not cleared per
-/// frame).
-pub struct LookupScratch {
-    found: [u32; FRAME_SIZE],
-}
-
-impl Default for LookupScratch {
-    fn default() -> Self {
-        LookupScratch {
-            found: [MISS; FRAME_SIZE],
-        }
-    }
-}
 
 /// The decap nodes' outer IP header (`ip4-local`/`ip6-local` validated it): its length and
 /// addresses as key values. `Err(0)`: truncated (or an IPv4 IHL below 5); `Err(1)`: an IPv6
@@ -1299,9 +1371,6 @@ pub struct Tunnels {
     /// (a GRE L3 and a TEB tunnel share `gre`; their keys differ in `sub`).
     by_key:
         HashMap<(&'static str, bool, DecapKey), usize, std::hash::BuildHasherDefault<DecapHasher>>,
-    /// (protocol prefix, IPv6 underlay, [`digest`] of the decap key) → index: the decap
-    /// tables index tunnels by digest, so two tunnels of one table must not share one.
-    by_digest: HashMap<(&'static str, bool, u64), usize>,
     /// Tunnel interface → index.
     by_sw: HashMap<u32, usize>,
     /// Name instances per prefix (`vxlan_tunnel<n>`).
@@ -1309,6 +1378,9 @@ pub struct Tunnels {
     /// Multicast tunnels per (group, underlay FIB index): the group's receive route goes
     /// with the last.
     groups: HashMap<(IpAddr, u32), u32>,
+    /// Multicast tunnels per (group, `mcast` interface): the interface joins the group with
+    /// the first and leaves it with the last ([`send_report`]).
+    joins: HashMap<(IpAddr, SwIfIndex), u32>,
 }
 
 /// The name instances of one prefix: taken ones, and the lowest free one found in
@@ -1369,12 +1441,6 @@ impl Tunnels {
         let i = *self.by_key.get(&(p.prefix, ip6, k))?;
         Some((i, self.get(i)?))
     }
-    /// The tunnel of protocol `p` over an IPv6 (`ip6`) underlay whose table key
-    /// ([`Tunnel::table_key`]) has the [`digest`] of `k`.
-    pub fn digest_user(&self, p: &Proto, ip6: bool, k: &DecapKey) -> Option<(usize, &Tunnel)> {
-        let i = *self.by_digest.get(&(p.prefix, ip6, digest(k)))?;
-        Some((i, self.get(i)?))
-    }
     /// The lowest name instance of `p` no tunnel has.
     fn lowest_instance(&mut self, p: &Proto) -> u32 {
         self.instances.entry(p.prefix).or_default().lowest_free()
@@ -1392,12 +1458,11 @@ impl Tunnels {
         }
         self.by_key
             .insert((p.prefix, t.src.is_ipv6(), t.decap_key()), i);
-        self.by_digest
-            .insert((p.prefix, t.src.is_ipv6(), digest(&t.table_key())), i);
         self.by_sw.insert(t.sw_if.0, i);
         self.instances.entry(p.prefix).or_default().take(t.instance);
-        if t.mcast_if.is_some() {
+        if let Some(i) = t.mcast_if {
             *self.groups.entry((t.dst, t.fib_index)).or_default() += 1;
+            *self.joins.entry((t.dst, i)).or_default() += 1;
         }
         self.list[i] = Some(t);
         i
@@ -1408,21 +1473,40 @@ impl Tunnels {
         self.free.push(i);
         self.by_key
             .remove(&(p.prefix, t.src.is_ipv6(), t.decap_key()));
-        self.by_digest
-            .remove(&(p.prefix, t.src.is_ipv6(), digest(&t.table_key())));
         self.by_sw.remove(&t.sw_if.0);
         if let Some(n) = self.instances.get_mut(p.prefix) {
             n.release(t.instance);
         }
-        if t.mcast_if.is_some() {
+        if let Some(i) = t.mcast_if {
             if let Some(n) = self.groups.get_mut(&(t.dst, t.fib_index)) {
                 *n -= 1;
                 if *n == 0 {
                     self.groups.remove(&(t.dst, t.fib_index));
                 }
             }
+            if let Some(n) = self.joins.get_mut(&(t.dst, i)) {
+                *n -= 1;
+                if *n == 0 {
+                    self.joins.remove(&(t.dst, i));
+                }
+            }
         }
         Some(t)
+    }
+    /// Multicast tunnels to group `g` over `mcast` interface `i`.
+    fn joined(&self, g: IpAddr, i: SwIfIndex) -> u32 {
+        self.joins.get(&(g, i)).copied().unwrap_or(0)
+    }
+    /// The groups `mcast` interface `i` has joined, in order.
+    fn groups_joined(&self, i: SwIfIndex) -> Vec<IpAddr> {
+        let mut v: Vec<IpAddr> = self
+            .joins
+            .keys()
+            .filter(|k| k.1 == i)
+            .map(|k| k.0)
+            .collect();
+        v.sort_unstable();
+        v
     }
     /// Multicast tunnels to group `g` in underlay FIB `fib`.
     fn group_users(&self, g: IpAddr, fib: u32) -> u32 {
@@ -1526,10 +1610,10 @@ const SAME: u32 = MISS - 2;
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
-/// tunnel costs one lookup), look the new keys up together ([`DecapTable::lookup_frame`]:
-/// the digest index with the entries prefetched, then the keys confirmed with each hit's
-/// counters row and interface record prefetched, so with thousands of tunnels the cache
-/// misses of the frame overlap instead of stalling each packet), then
+/// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), look the
+/// new keys up together ([`DecapTable::lookup_frame`]: the slots' keys compared, each
+/// hit's counters row and interface record prefetched, so with thousands of tunnels the
+/// cache misses of the frame overlap instead of stalling each packet), then
 /// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
 /// control plane reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
@@ -1545,7 +1629,8 @@ pub struct DecapFrame<P: DecapProto> {
     nexts: [u16; FRAME_SIZE],
     /// Packets whose keys are looked up.
     todo: [u16; FRAME_SIZE],
-    scratch: LookupScratch,
+    /// Their keys' home slots ([`DecapTable::start`]), by position in `todo`.
+    homes: [u32; FRAME_SIZE],
     /// The last key looked up and its result (kept across frames; cleared by any change
     /// of the table).
     last: Option<(DecapKey, u32)>,
@@ -1561,7 +1646,7 @@ impl<P: DecapProto> Default for DecapFrame<P> {
             res: [MISS; FRAME_SIZE],
             nexts: [0; FRAME_SIZE],
             todo: [0; FRAME_SIZE],
-            scratch: LookupScratch::default(),
+            homes: [0; FRAME_SIZE],
             last: None,
         }
     }
@@ -1596,6 +1681,8 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     } else {
                         self.res[j] = MISS;
                         self.todo[todo] = j as u16;
+                        // The slot's line is on its way while the frame is parsed.
+                        self.homes[todo] = self.table.start(&k);
                         todo += 1;
                         prev = Some(k);
                     }
@@ -1606,7 +1693,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         self.table.lookup_frame(
             &self.keys[..n],
             &self.todo[..todo],
-            &mut self.scratch,
+            &self.homes[..todo],
             &mut self.res[..n],
             P::L2_DIRECT.is_some(),
         );
@@ -1894,12 +1981,6 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         )));
     }
     let key = t.table_key();
-    if let Some((_, o)) = vm.ext_mut::<Tunnels>().digest_user(p, ip6, &key) {
-        return Err(VnetError::Exists(format!(
-            "tunnel {}{}'s decap key has the same hash (choose another key or address)",
-            p.prefix, o.instance
-        )));
-    }
     let instance = match a.instance {
         Some(n) => n,
         None => vm.ext_mut::<Tunnels>().lowest_instance(p),
@@ -1979,7 +2060,6 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     // Later changes come through `if_changed`.
     de.mode = sluice_vnet::interface::with_if_attr(vm, sw.0, if_mode).unwrap_or(L2Mode::Ethernet);
     let table_of = p.table_of[fam];
-    let tidx = idx as u32;
     let if_attrs = vm.ext_mut::<IfAttrTable>().0.clone();
     let reg = sluice_vnet::feature::registry(vm);
     let l2_features = reg
@@ -1994,7 +2074,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         let th = tg.thread();
         if let Some(tbl) = table_of(tg, decap) {
             tbl.set_if_attrs(if_attrs.clone(), l2_features.clone());
-            if tbl.insert(key, tidx, &de, th).is_err() {
+            if tbl.insert(key, &de, th).is_err() {
                 r.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
@@ -2006,7 +2086,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
                 n.table.set(sw.0, None);
             }
             if let Some(tbl) = table_of(tg, decap) {
-                tbl.remove(&key, tidx);
+                tbl.remove(&key);
             }
         });
         sluice_vnet::loopback::delete_interface(vm, sw);
@@ -2022,7 +2102,13 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         sw_if: sw,
         ..t
     };
+    let join = t.mcast_if.map(|i| (t.dst, i));
     vm.ext_mut::<Tunnels>().insert(p, t);
+    if let Some((g, i)) = join {
+        if vm.ext_mut::<Tunnels>().joined(g, i) == 1 {
+            send_report(vm, i, g, true);
+        }
+    }
     Ok(sw)
 }
 
@@ -2040,9 +2126,20 @@ fn proto_of(k: Kind) -> Option<&'static Proto> {
 /// vnet's interface-change hook (`sluice_vnet::interface::on_change`, registered by every
 /// tunnel plugin): when a tunnel interface's admin state, L2 mode or input redirect
 /// changes, its decap entries on every thread take the new [`if_mode`], which the decap
-/// node then reads from the entry instead of the interface's record.
-pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, _what: sluice_vnet::interface::IfChange) {
-    let Some((idx, t)) = vm.ext_mut::<Tunnels>().by_sw_if(sw, |_| true) else {
+/// node then reads from the entry instead of the interface's record. When a group
+/// tunnel's `mcast` interface is set up, it sends the join of each of its groups again
+/// (one sent while it was down was dropped by `interface-output`).
+pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, what: sluice_vnet::interface::IfChange) {
+    if what == sluice_vnet::interface::IfChange::AdminState
+        && sluice_vnet::interface::with_if_attr(vm, sw.0, |a| {
+            a.admin_up.load(std::sync::atomic::Ordering::Relaxed)
+        }) == Some(true)
+    {
+        for g in vm.ext_mut::<Tunnels>().groups_joined(sw) {
+            send_report(vm, sw, g, true);
+        }
+    }
+    let Some((_, t)) = vm.ext_mut::<Tunnels>().by_sw_if(sw, |_| true) else {
         return;
     };
     let Some(p) = proto_of(t.kind) else {
@@ -2050,13 +2147,14 @@ pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, _what: sluice_vnet::interface::I
     };
     let fam = t.src.is_ipv6() as usize;
     let table_of = p.table_of[fam];
+    let key = t.table_key();
     let Some(decap) = vm.registry.find(p.decap[fam]) else {
         return;
     };
     let m = sluice_vnet::interface::with_if_attr(vm, sw.0, if_mode).unwrap_or(L2Mode::Ethernet);
     vm.foreach_thread(move |tg| {
         if let Some(tbl) = table_of(tg, decap) {
-            tbl.set_mode(idx as u32, sw.0, m);
+            tbl.set_mode(&key, sw.0, m);
         }
     });
 }
@@ -2107,14 +2205,147 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
         }
         if let Some(i) = decap {
             if let Some(tbl) = table_of(tg, i) {
-                tbl.remove(&key, idx as u32);
+                tbl.remove(&key);
             }
         }
     });
     sluice_vnet::loopback::delete_interface(vm, t.sw_if);
-    if t.mcast_if.is_some() {
+    if let Some(i) = t.mcast_if {
         let _ = group_route(vm, false, t.dst, t.table_id, t.fib_index);
+        if vm.ext_mut::<Tunnels>().joined(t.dst, i) == 0 {
+            send_report(vm, i, t.dst, false);
+        }
     }
+}
+
+/// IGMPv3 / MLDv2 group record type: the group's filter mode changes to INCLUDE an empty
+/// source list — a leave (RFC 3376 §4.2.12, RFC 3810 §5.2.12).
+const CHANGE_TO_INCLUDE: u8 = 3;
+/// Record type: the filter mode changes to EXCLUDE an empty list — a join of every source.
+const CHANGE_TO_EXCLUDE: u8 = 4;
+
+/// The unsolicited report that joins (`join`) or leaves multicast group `g`, as an
+/// Ethernet frame from `mac`: for an IPv4 group an IGMPv3 Membership Report (RFC 3376
+/// §4.2) to 224.0.0.22 from `src4`, TTL 1, IP Router Alert; for an IPv6 group an MLDv2
+/// Listener Report (RFC 3810 §5.2) to ff02::16 from `src6` (a link-local address, or `::`
+/// when the interface has none: RFC 3810 §5.2.13), hop limit 1, in a hop-by-hop header
+/// with the Router Alert option. One group record, no sources: CHANGE_TO_EXCLUDE_MODE
+/// (join), CHANGE_TO_INCLUDE_MODE (leave).
+pub fn group_report(
+    g: IpAddr,
+    src4: std::net::Ipv4Addr,
+    src6: std::net::Ipv6Addr,
+    mac: [u8; 6],
+    join: bool,
+) -> Vec<u8> {
+    let kind = if join {
+        CHANGE_TO_EXCLUDE
+    } else {
+        CHANGE_TO_INCLUDE
+    };
+    let mut f = Vec::with_capacity(90);
+    match g {
+        IpAddr::V4(g) => {
+            f.extend_from_slice(&[0x01, 0x00, 0x5e, 0x00, 0x00, 0x16]);
+            f.extend_from_slice(&mac);
+            f.extend_from_slice(&ethertype::IPV4.to_be_bytes());
+            // IPv4 with the Router Alert option (24 bytes), then the 16-byte report.
+            let mut ip = [0u8; 24];
+            ip[0] = 0x46;
+            ip[1] = 0xc0; // Internetwork control, as hosts send it.
+            ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+            ip[8] = 1;
+            ip[9] = 2;
+            ip[12..16].copy_from_slice(&src4.octets());
+            ip[16..20].copy_from_slice(&[224, 0, 0, 22]);
+            ip[20..24].copy_from_slice(&[0x94, 0x04, 0, 0]);
+            let c = checksum::internet_checksum(&ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&ip);
+            let mut r = [0u8; 16];
+            r[0] = 0x22;
+            r[7] = 1;
+            r[8] = kind;
+            r[12..16].copy_from_slice(&g.octets());
+            let c = checksum::internet_checksum(&r);
+            r[2..4].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&r);
+        }
+        IpAddr::V6(g) => {
+            f.extend_from_slice(&[0x33, 0x33, 0x00, 0x00, 0x00, 0x16]);
+            f.extend_from_slice(&mac);
+            f.extend_from_slice(&ethertype::IPV6.to_be_bytes());
+            let src = src6.octets();
+            let dst = 0xff02_0000_0000_0000_0000_0000_0000_0016u128.to_be_bytes();
+            // Hop-by-hop (8 bytes: Router Alert, MLD; PadN), then the 28-byte report.
+            let mut ip = [0u8; 40];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&36u16.to_be_bytes());
+            ip[6] = 0;
+            ip[7] = 1;
+            ip[8..24].copy_from_slice(&src);
+            ip[24..40].copy_from_slice(&dst);
+            f.extend_from_slice(&ip);
+            f.extend_from_slice(&[58, 0, 0x05, 0x02, 0, 0, 0x01, 0x00]);
+            let mut r = [0u8; 28];
+            r[0] = 143;
+            r[7] = 1;
+            r[8] = kind;
+            r[12..28].copy_from_slice(&g.octets());
+            // The ICMPv6 checksum covers the pseudo-header (RFC 8200 §8.1).
+            let mut ph = Vec::with_capacity(40 + 28);
+            ph.extend_from_slice(&src);
+            ph.extend_from_slice(&dst);
+            ph.extend_from_slice(&28u32.to_be_bytes());
+            ph.extend_from_slice(&[0, 0, 0, 58]);
+            ph.extend_from_slice(&r);
+            let c = checksum::internet_checksum(&ph);
+            r[2..4].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&r);
+        }
+    }
+    f
+}
+
+/// Sends the report joining (`join`) or leaving group `g` out of interface `i`
+/// ([`group_report`]; IPv4 from the interface's first IPv4 address, or 0.0.0.0; IPv6 from
+/// its first link-local address, or ::) through `interface-output`, once (unsolicited
+/// reports are not repeated and queries are not answered: see docs/tunnels.md; the joins
+/// go again when the interface is set up, [`if_changed`]). Without a free buffer nothing
+/// is sent.
+fn send_report(vm: &mut Vlib, i: SwIfIndex, g: IpAddr, join: bool) {
+    let Some(mac) = vm.ext_mut::<Interfaces>().get(i).map(|x| x.mac) else {
+        return;
+    };
+    let (mut src4, mut src6) = (
+        std::net::Ipv4Addr::UNSPECIFIED,
+        std::net::Ipv6Addr::UNSPECIFIED,
+    );
+    if g.is_ipv4() {
+        if let Some(&(a, _)) = sluice_vnet::ip4::addresses(vm, i.0).first() {
+            src4 = a.into();
+        }
+    } else if let Some(&(a, _)) = sluice_vnet::ip6::addresses(vm, i.0)
+        .iter()
+        .find(|x| sluice_vnet::ip6::is_link_local(x.0))
+    {
+        src6 = a.into();
+    }
+    let Some(out) = vm.registry.find(sluice_vnet::output::NAME) else {
+        return;
+    };
+    let Some(b) = vm
+        .main
+        .bufs()
+        .alloc_with(&group_report(g, src4, src6, mac, join))
+    else {
+        return;
+    };
+    // SAFETY: `b` was just allocated here and has no other view until it is injected.
+    let v = unsafe { vm.pool.buffer(b) };
+    v.hdr.tx_if = i.0;
+    v.hdr.flags |= LOCALLY_ORIGINATED;
+    vm.main.inject(out, &[b]);
 }
 
 /// Registers a protocol's two encap nodes (IPv4 and IPv6 underlay).
@@ -2167,44 +2398,62 @@ mod tests {
         )
     }
 
-    /// The indices `lookup_frame` finds for `keys` (all of them to do).
-    fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<u32> {
+    /// The interfaces of the tunnels `lookup_frame` finds for `keys` (all of them to do,
+    /// their slots started as the decap node starts them).
+    fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<Option<u32>> {
         let todo: Vec<u16> = (0..keys.len() as u16).collect();
+        let homes: Vec<u32> = keys.iter().map(|k| t.start(k)).collect();
         let mut out = vec![0; keys.len()];
-        t.lookup_frame(keys, &todo, &mut LookupScratch::default(), &mut out, false);
-        out
+        t.lookup_frame(keys, &todo, &homes, &mut out, false);
+        out.iter().map(|&r| sw_of(t, r)).collect()
+    }
+
+    /// The interface of the tunnel in slot `r` (None: [`MISS`]).
+    fn sw_of(t: &DecapTable, r: u32) -> Option<u32> {
+        t.entry(r).map(|e| e.sw_if)
+    }
+
+    /// The interface of the tunnel of key `k`.
+    fn find(t: &DecapTable, k: &DecapKey) -> Option<u32> {
+        sw_of(t, t.lookup(k))
     }
 
     #[test]
     fn decap_table_insert_lookup_remove_and_frames() {
         let mut t = DecapTable::default();
-        t.insert(key(1), 3, &entry(13), 0).unwrap();
-        t.insert(key(2), 5, &entry(15), 0).unwrap();
-        assert_eq!((t.lookup(&key(1)), t.lookup(&key(2))), (3, 5));
+        t.insert(key(1), &entry(13), 0).unwrap();
+        t.insert(key(2), &entry(15), 0).unwrap();
+        assert_eq!((find(&t, &key(1)), find(&t, &key(2))), (Some(13), Some(15)));
         assert_eq!(t.lookup(&key(9)), MISS);
         assert_eq!(t.len(), 2);
         // Hits and misses mixed in one frame, a key repeated.
         let keys = [key(2), key(9), key(1), key(2), key(7)];
-        assert_eq!(frame(&t, &keys), vec![5, MISS, 3, 5, MISS]);
-        // The index entry goes only when it names the removed tunnel: here key(1)'s
-        // digest is forced to another index (6), which the removal of tunnel 3 leaves.
-        t.index.insert(digest(&key(1)), 6);
-        t.remove(&key(1), 3);
-        assert_eq!(t.index.get(&digest(&key(1))), Some(&6));
-        assert!(t.entry(3).is_none());
-        assert_eq!(t.lookup(&key(1)), MISS);
-        t.index.insert(digest(&key(1)), 3);
-        t.remove(&key(1), 3);
-        assert_eq!(t.index.get(&digest(&key(1))), None);
-        assert_eq!(t.lookup(&key(2)), 5);
-        assert_eq!(t.len(), 1);
-        // A key that is not tunnel 5's leaves tunnel 5 alone.
-        t.remove(&key(1), 5);
-        assert_eq!(t.lookup(&key(2)), 5);
-        assert!(t.entry(5).is_some());
-        // Index 3 reused by another key: found under it, not under the old one.
-        t.insert(key(4), 3, &entry(14), 0).unwrap();
-        assert_eq!(frame(&t, &[key(1), key(4), key(2)]), vec![MISS, 3, 5]);
+        assert_eq!(
+            frame(&t, &keys),
+            vec![Some(15), None, Some(13), Some(15), None]
+        );
+        t.remove(&key(1));
+        assert_eq!((t.lookup(&key(1)), t.len()), (MISS, 1));
+        // Removing a key that is no tunnel's changes nothing.
+        t.remove(&key(1));
+        t.remove(&key(9));
+        assert_eq!((find(&t, &key(2)), t.len()), (Some(15), 1));
+        // Inserting an existing key replaces its entry.
+        t.insert(key(2), &entry(16), 0).unwrap();
+        assert_eq!((find(&t, &key(2)), t.len()), (Some(16), 1));
+        t.insert(key(4), &entry(14), 0).unwrap();
+        assert_eq!(
+            frame(&t, &[key(1), key(4), key(2)]),
+            vec![None, Some(14), Some(16)]
+        );
+        // The L2 mode is set by key, and only for the tunnel's own interface.
+        t.set_mode(&key(4), 14, L2Mode::Bridge(3));
+        t.set_mode(&key(2), 14, L2Mode::Bridge(4));
+        let mode = |t: &DecapTable, k| t.entry(t.lookup(&key(k))).unwrap().mode();
+        assert_eq!(
+            (mode(&t, 4), mode(&t, 2)),
+            (L2Mode::Bridge(3), L2Mode::Ethernet)
+        );
     }
 
     #[test]
@@ -2212,18 +2461,121 @@ mod tests {
         let mut t = DecapTable::default();
         let c = Arc::new(IfCounters::new(3));
         let spec = DecapSpec::new(13, Next(0), c.clone(), [2, 0, 0, 0, 0, 1], false);
-        t.insert(key(1), 3, &spec, 2).unwrap();
-        // The table's own reference keeps the row alive.
+        t.insert(key(1), &spec, 2).unwrap();
+        // The table's own reference keeps the row alive, through growth too.
         drop(spec);
-        t.entry(3).unwrap().count_rx(100);
+        for n in 2..40 {
+            t.insert(key(n), &entry(100 + n), 0).unwrap();
+        }
+        t.entry(t.lookup(&key(1))).unwrap().count_rx(100);
         let rx = sluice_vnet::interface::counter::RX_PACKETS;
         let bytes = sluice_vnet::interface::counter::RX_BYTES;
         assert_eq!((c.get(2, rx), c.get(2, bytes)), (1, 100));
         assert_eq!((c.get(0, rx), c.get(1, rx)), (0, 0));
+        assert_eq!(Arc::strong_count(&c), 2);
         // No row for thread 3: refused, the table unchanged.
         let spec = DecapSpec::new(14, Next(0), c.clone(), [2, 0, 0, 0, 0, 2], false);
-        assert_eq!(t.insert(key(2), 4, &spec, 3), Err(InsertError::NoRow));
-        assert_eq!((t.lookup(&key(2)), t.len()), (MISS, 1));
+        assert_eq!(t.insert(key(50), &spec, 3), Err(InsertError::NoRow));
+        assert_eq!((t.lookup(&key(50)), t.len()), (MISS, 39));
+        // Removed: the table lets go of the counters.
+        t.remove(&key(1));
+        assert_eq!(Arc::strong_count(&c), 2);
+        drop(spec);
+        assert_eq!(Arc::strong_count(&c), 1);
+    }
+
+    /// Keys of `t` (8 slots) whose home slot is `h`, the first `n` found.
+    fn homed(t: &DecapTable, h: u32, n: usize) -> Vec<DecapKey> {
+        (0..10_000)
+            .map(key)
+            .filter(|k| t.home(k) == h)
+            .take(n)
+            .collect()
+    }
+
+    #[test]
+    fn decap_table_collisions_probe_on_and_deletion_moves_back() {
+        for seed in [1, 7, 0xdead_beef] {
+            // Three keys homed on the last slot (their run wraps to slots 0 and 1) and one
+            // homed on slot 0, which they push to slot 2.
+            let mut t = DecapTable::with_seed(seed);
+            let last = (MIN_SLOTS - 1) as u32;
+            let c = homed(&t, last, 4);
+            let d = homed(&t, 0, 2);
+            for (i, k) in c[..3].iter().chain(&d[..1]).enumerate() {
+                t.insert(*k, &entry(i as u32), 0).unwrap();
+            }
+            assert_eq!(t.slots.len(), MIN_SLOTS, "4 of 8 slots: no growth yet");
+            let at = |t: &DecapTable, k: &DecapKey| t.lookup(k);
+            assert_eq!(
+                [&c[0], &c[1], &c[2], &d[0]].map(|k| at(&t, k)),
+                [last, 0, 1, 2]
+            );
+            // Misses homed on the run end at its first empty slot.
+            assert_eq!((at(&t, &c[3]), at(&t, &d[1])), (MISS, MISS));
+            assert_eq!(frame(&t, &[c[3], c[2], d[0]]), vec![None, Some(2), Some(3)]);
+            // Deleting the head of the run moves each later entry back as far as its
+            // home allows: c[1] and c[2] one slot back (wrapping), d[0] to its home.
+            t.remove(&c[0]);
+            assert_eq!([&c[1], &c[2], &d[0]].map(|k| at(&t, k)), [last, 0, 1]);
+            assert_eq!(at(&t, &c[0]), MISS);
+            // Deleting in the middle: d[0] (home 0) moves into the hole at 0.
+            t.remove(&c[2]);
+            assert_eq!([at(&t, &c[1]), at(&t, &d[0])], [last, 0]);
+            assert_eq!(t.slots.iter().filter(|s| s.is_some()).count(), 2);
+            assert_eq!(t.keep.iter().filter(|s| s.is_some()).count(), 2);
+            assert_eq!(
+                frame(&t, &[c[0], c[1], c[2], d[0]]),
+                vec![None, Some(1), None, Some(3)]
+            );
+        }
+    }
+
+    #[test]
+    fn decap_table_follows_a_model_through_growth_and_deletions() {
+        // Inserts, replacements and deletions at random (a fixed sequence) over 600 keys,
+        // some IPv6 and differing only in `sub` or the table; after every step the table
+        // finds what a HashMap holds, and after every 50 it is checked whole.
+        let keys: Vec<DecapKey> = (0..600u32)
+            .map(|n| DecapKey {
+                fib: n % 3,
+                key: n / 2,
+                sub: (n % 2) as u8,
+                src: if n % 5 == 0 {
+                    0x2001_0db8 << 96 | n as u128
+                } else {
+                    0x0a00_0002
+                },
+                dst: 0x0a00_0001 + (n / 50) as u128,
+            })
+            .collect();
+        let mut t = DecapTable::with_seed(3);
+        let mut model: HashMap<usize, u32> = HashMap::new();
+        let mut x = 0x1234_5678_u64;
+        for step in 0..6000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let i = (x >> 33) as usize % keys.len();
+            if (x >> 20) % 3 == 0 {
+                t.remove(&keys[i]);
+                model.remove(&i);
+            } else {
+                t.insert(keys[i], &entry(step), 0).unwrap();
+                model.insert(i, step);
+            }
+            assert_eq!(find(&t, &keys[i]), model.get(&i).copied(), "step {step}");
+            assert_eq!(t.len(), model.len());
+            assert!(t.len() * 2 <= t.slots.len());
+            if step % 50 == 0 {
+                for (j, k) in keys.iter().enumerate() {
+                    assert_eq!(find(&t, k), model.get(&j).copied(), "step {step} key {j}");
+                }
+                let want: Vec<_> = (0..keys.len()).map(|j| model.get(&j).copied()).collect();
+                assert_eq!(frame(&t, &keys), want, "step {step}");
+            }
+        }
+        assert!(t.slots.len() > MIN_SLOTS);
     }
 
     #[test]
@@ -2247,15 +2599,5 @@ mod tests {
             copy_rewrite(&mut h, &rw);
             assert_eq!(h, rw[..n], "length {n}");
         }
-    }
-
-    #[test]
-    fn decap_table_digest_hit_with_another_key_misses() {
-        let mut t = DecapTable::default();
-        t.insert(key(1), 3, &entry(13), 0).unwrap();
-        // Forced digest collision: key(8)'s digest points at key(1)'s tunnel.
-        t.index.insert(digest(&key(8)), 3);
-        assert_eq!(t.lookup(&key(8)), MISS);
-        assert_eq!(frame(&t, &[key(8), key(1)]), vec![MISS, 3]);
     }
 }
