@@ -320,14 +320,28 @@ fn apply_ports(vm: &mut Vlib, ports: Vec<PortChange>) {
 }
 
 /// Serves the application socket once (attaches, binds, connects, closes, dead
-/// applications) and applies the port registrations that changed.
+/// applications), applies the port registrations that changed on every thread, and only
+/// then replies to the requests: a bind or listen returns once every thread's
+/// `ip4-local`/`ip6-local` hands its packets to the host stack.
 pub fn poll_control(vm: &mut Vlib) {
     let sm = shared(vm);
     let locals = local_addrs(vm);
     let mut ports = Vec::new();
-    let tcp = {
+    let (tcp, replies) = {
         let mut g = session_lock(&sm);
         g.poll(locals, &mut ports);
+        (g.tcp_count > 0, g.has_replies())
+    };
+    apply_ports(vm, ports);
+    apply_tcp(vm, tcp);
+    if !replies {
+        return;
+    }
+    // An application detached because its socket refused a reply releases its ports.
+    let mut ports = Vec::new();
+    let tcp = {
+        let mut g = session_lock(&sm);
+        g.send_replies(&mut ports);
         g.tcp_count > 0
     };
     apply_ports(vm, ports);

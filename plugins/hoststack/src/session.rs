@@ -345,6 +345,10 @@ pub struct SessionMain {
     /// Sessions a thread's table may hold: [`MAX_SESSIONS`] (`None`), smaller in tests.
     pub(crate) sess_limit: Option<usize>,
     iss_key: u64,
+    /// Replies to the control requests [`SessionMain::poll`] served, per application,
+    /// held until the port registrations those requests changed are applied on every
+    /// thread ([`SessionMain::send_replies`]).
+    replies: Vec<(u32, Msg)>,
 }
 
 /// The bits of a session handle below the thread: a handle is `thread << THREAD_SHIFT |
@@ -782,7 +786,11 @@ impl SessionMain {
     }
 
     /// Serves the app socket: new attaches, control messages, dead applications.
-    /// `locals` are Sluice's interface addresses with their prefix lengths.
+    /// `locals` are Sluice's interface addresses with their prefix lengths. The replies to
+    /// the requests are held: the caller applies `ports` (and the TCP registration) on
+    /// every thread first, then sends them with [`SessionMain::send_replies`], so that an
+    /// application's bind or listen returns only once every thread delivers to its port
+    /// (a worker receiving a datagram between the two would answer port unreachable).
     pub fn poll(&mut self, locals: Vec<(IpAddr, u8)>, ports: &mut Vec<PortChange>) {
         self.locals = locals;
         let locals = std::mem::take(&mut self.locals);
@@ -977,14 +985,40 @@ impl SessionMain {
                     None
                 }
             };
-            let sock = self.apps[a as usize].as_ref().and_then(|x| x.sock.as_ref());
-            if let (Some(r), Some(sock)) = (reply, sock) {
-                if seqpacket::send(sock, &msg::encode(&r), None).is_err() {
+            if let Some(r) = reply {
+                self.replies.push((a, r));
+            }
+        }
+    }
+
+    /// Whether replies wait for [`SessionMain::send_replies`].
+    pub fn has_replies(&self) -> bool {
+        !self.replies.is_empty()
+    }
+
+    /// Sends the replies [`SessionMain::poll`] held, in order. An application whose socket
+    /// refuses one is detached (its port changes go to `ports`; its later replies are
+    /// dropped with it).
+    pub fn send_replies(&mut self, ports: &mut Vec<PortChange>) {
+        let replies = std::mem::take(&mut self.replies);
+        for (a, r) in &replies {
+            let a = *a;
+            let sock = self
+                .apps
+                .get(a as usize)
+                .and_then(|x| x.as_ref()?.sock.as_ref());
+            if let Some(sock) = sock {
+                if seqpacket::send(sock, &msg::encode(r), None).is_err() {
                     self.detach(a, ports);
-                    return;
                 }
             }
         }
+        while self.apps.last().is_some_and(|a| a.is_none()) {
+            self.apps.pop();
+        }
+        // Keep the allocation for the next round.
+        self.replies = replies;
+        self.replies.clear();
     }
 
     fn session_reply(&self, req: u32, r: Result<u32, SessionError>) -> Msg {
@@ -1305,6 +1339,38 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_bind_is_answered_only_after_its_port_is_applied() {
+        let (mut sm, peer) = with_app();
+        replies(&peer); // the attach's
+        let bind = Msg::Bind {
+            req: 7,
+            local: sa("0.0.0.0:7000"),
+        };
+        seqpacket::send(&peer, &msg::encode(&bind), None).unwrap();
+        let mut ports = Vec::new();
+        sm.serve_app(0, &locals(), &mut ports);
+        assert_eq!(ports, [(false, 7000, true)], "the port to register");
+        assert_eq!(replies(&peer), [], "no reply before the port is registered");
+        assert!(sm.has_replies());
+        let mut more = Vec::new();
+        sm.send_replies(&mut more);
+        assert_eq!(more, []);
+        assert!(!sm.has_replies());
+        let got = replies(&peer);
+        assert!(
+            matches!(
+                got[..],
+                [Msg::SessionReply {
+                    req: 7,
+                    retval: 0,
+                    ..
+                }]
+            ),
+            "{got:?}"
+        );
+    }
+
+    #[test]
     fn lookup_prefers_connected_then_exact_then_wildcard() {
         let (mut sm, _peer) = with_app();
         let mut ports = Vec::new();
@@ -1520,6 +1586,7 @@ pub(crate) mod tests {
         let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
         assert!(rx.push(sa("10.0.0.2:5"), b"late"));
         sm.serve_app(0, &l, &mut ports);
+        sm.send_replies(&mut ports);
         assert!(sm.sess(a).is_none(), "closed");
         assert!(
             replies(&peer).is_empty(),
@@ -1533,6 +1600,7 @@ pub(crate) mod tests {
         // A close with a request id is answered.
         seqpacket::send(&peer, &msg::encode(&Msg::Close { req: 7, slot }), None).unwrap();
         sm.serve_app(0, &l, &mut ports);
+        sm.send_replies(&mut ports);
         assert!(matches!(
             replies(&peer)[..],
             [Msg::CloseReply { req: 7, retval: 0 }]
