@@ -349,6 +349,9 @@ pub struct SessionMain {
     /// held until the port registrations those requests changed are applied on every
     /// thread ([`SessionMain::send_replies`]).
     replies: Vec<(u32, Msg)>,
+    /// Threads whose `session-queue` [`SessionMain::send_replies`] kicks (a first TCP
+    /// connection's SYN waits for protocol 6 to be registered on every thread).
+    pub(crate) held_kicks: Vec<usize>,
 }
 
 /// The bits of a session handle below the thread: a handle is `thread << THREAD_SHIFT |
@@ -993,7 +996,7 @@ impl SessionMain {
 
     /// Whether replies wait for [`SessionMain::send_replies`].
     pub fn has_replies(&self) -> bool {
-        !self.replies.is_empty()
+        !self.replies.is_empty() || !self.held_kicks.is_empty()
     }
 
     /// Sends the replies [`SessionMain::poll`] held, in order. An application whose socket
@@ -1011,6 +1014,11 @@ impl SessionMain {
                 if seqpacket::send(sock, &msg::encode(r), None).is_err() {
                     self.detach(a, ports);
                 }
+            }
+        }
+        for t in std::mem::take(&mut self.held_kicks) {
+            if t < self.workers.len() {
+                self.kick_worker(t);
             }
         }
         while self.apps.last().is_some_and(|a| a.is_none()) {
@@ -1368,6 +1376,43 @@ pub(crate) mod tests {
             ),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn a_first_tcp_connect_on_a_worker_is_sent_after_the_registration() {
+        let (mut sm, peer) = with_app();
+        replies(&peer); // the attach's
+        let _ = sm.worker_kick(2);
+        sm.next_thread = 1;
+        let connect = Msg::TcpConnect {
+            req: 3,
+            remote: sa("10.0.0.2:80"),
+        };
+        seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
+        let mut ports = Vec::new();
+        sm.serve_app(0, &locals(), &mut ports);
+        assert_eq!(sm.tcp_count, 1, "protocol 6 to register");
+        let w = &sm.workers[1];
+        assert_eq!(w.tcp_out.len(), 1, "the SYN is queued");
+        let kicked = || {
+            sm.workers[1]
+                .tcp_kick
+                .load(std::sync::atomic::Ordering::Acquire)
+        };
+        assert!(!kicked(), "no SYN before protocol 6 is registered");
+        assert!(sm.has_replies());
+        sm.send_replies(&mut ports);
+        assert!(sm.workers[1]
+            .tcp_kick
+            .load(std::sync::atomic::Ordering::Acquire));
+        assert!(matches!(
+            replies(&peer)[..],
+            [Msg::SessionReply {
+                req: 3,
+                retval: 0,
+                ..
+            }]
+        ));
     }
 
     #[test]
