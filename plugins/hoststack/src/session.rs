@@ -349,9 +349,12 @@ pub struct SessionMain {
     /// held until the port registrations those requests changed are applied on every
     /// thread ([`SessionMain::send_replies`]).
     replies: Vec<(u32, Msg)>,
-    /// Threads whose `session-queue` [`SessionMain::send_replies`] kicks (a first TCP
-    /// connection's SYN waits for protocol 6 to be registered on every thread).
-    pub(crate) held_kicks: Vec<usize>,
+    /// Whether protocol 6 is registered with `ip4-local`/`ip6-local` on every thread, as
+    /// far as the control poll knows ([`crate::poll_control`] sets it after registering and
+    /// clears it before unregistering). While false, `session-queue` sends no connection's
+    /// segments and [`SessionMain::tcp_queue`] kicks no thread: a SYN sent before the
+    /// registration could have its SYN-ACK punted by a worker (the SYN retried after 1 s).
+    pub(crate) tcp_applied: bool,
 }
 
 /// The bits of a session handle below the thread: a handle is `thread << THREAD_SHIFT |
@@ -994,9 +997,27 @@ impl SessionMain {
         }
     }
 
+    /// Records whether protocol 6 is registered on every thread ([`SessionMain::tcp_applied`]).
+    /// Once it is, the threads holding connections' segments are kicked to send them.
+    pub fn set_tcp_applied(&mut self, on: bool) {
+        let was = std::mem::replace(&mut self.tcp_applied, on);
+        if on && !was {
+            for t in 0..self.workers.len() {
+                if !self.workers[t].tcp_out.is_empty() {
+                    self.kick_worker(t);
+                }
+            }
+        }
+    }
+
+    /// Whether [`SessionMain::tcp_applied`] is set.
+    pub fn tcp_applied(&self) -> bool {
+        self.tcp_applied
+    }
+
     /// Whether replies wait for [`SessionMain::send_replies`].
     pub fn has_replies(&self) -> bool {
-        !self.replies.is_empty() || !self.held_kicks.is_empty()
+        !self.replies.is_empty()
     }
 
     /// Sends the replies [`SessionMain::poll`] held, in order. An application whose socket
@@ -1014,11 +1035,6 @@ impl SessionMain {
                 if seqpacket::send(sock, &msg::encode(r), None).is_err() {
                     self.detach(a, ports);
                 }
-            }
-        }
-        for t in std::mem::take(&mut self.held_kicks) {
-            if t < self.workers.len() {
-                self.kick_worker(t);
             }
         }
         while self.apps.last().is_some_and(|a| a.is_none()) {
@@ -1346,6 +1362,8 @@ pub(crate) mod tests {
         s.parse().unwrap()
     }
 
+    /// Drives `serve_app` → `send_replies` directly; that `poll_control` applies the ports
+    /// between the two is covered only by `bin/sluice/tests/hoststack.rs`.
     #[test]
     fn a_bind_is_answered_only_after_its_port_is_applied() {
         let (mut sm, peer) = with_app();
@@ -1378,41 +1396,71 @@ pub(crate) mod tests {
         );
     }
 
+    /// A worker's connection made before protocol 6 is registered waits for it, even when
+    /// it is not the first TCP session (a listen came first in the same control poll). The
+    /// control poll's order (register, then `set_tcp_applied`) is covered by
+    /// `bin/sluice/tests/hoststack.rs`; this drives the session layer directly.
     #[test]
-    fn a_first_tcp_connect_on_a_worker_is_sent_after_the_registration() {
+    fn a_worker_connect_is_sent_after_the_registration() {
         let (mut sm, peer) = with_app();
         replies(&peer); // the attach's
         let _ = sm.worker_kick(2);
         sm.next_thread = 1;
+        let listen = Msg::Listen {
+            req: 2,
+            local: sa("10.0.0.1:8080"),
+            backlog: 8,
+        };
         let connect = Msg::TcpConnect {
             req: 3,
             remote: sa("10.0.0.2:80"),
         };
+        seqpacket::send(&peer, &msg::encode(&listen), None).unwrap();
         seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
         let mut ports = Vec::new();
         sm.serve_app(0, &locals(), &mut ports);
-        assert_eq!(sm.tcp_count, 1, "protocol 6 to register");
-        let w = &sm.workers[1];
-        assert_eq!(w.tcp_out.len(), 1, "the SYN is queued");
-        let kicked = || {
+        assert_eq!(sm.tcp_count, 2, "protocol 6 to register");
+        assert_eq!(sm.workers[1].tcp_out.len(), 1, "the SYN is queued");
+        let kicked = |sm: &SessionMain| {
             sm.workers[1]
                 .tcp_kick
                 .load(std::sync::atomic::Ordering::Acquire)
         };
-        assert!(!kicked(), "no SYN before protocol 6 is registered");
-        assert!(sm.has_replies());
+        assert!(!kicked(&sm), "no SYN before protocol 6 is registered");
         sm.send_replies(&mut ports);
-        assert!(sm.workers[1]
+        assert!(
+            matches!(
+                replies(&peer)[..],
+                [
+                    Msg::SessionReply {
+                        req: 2,
+                        retval: 0,
+                        ..
+                    },
+                    Msg::SessionReply {
+                        req: 3,
+                        retval: 0,
+                        ..
+                    }
+                ]
+            ),
+            "the replies"
+        );
+        assert!(!kicked(&sm), "replies do not release the SYN");
+        sm.set_tcp_applied(true);
+        assert!(kicked(&sm), "registered: the worker sends the SYN");
+        // Once registered, a connection is sent at once.
+        sm.workers[1]
             .tcp_kick
-            .load(std::sync::atomic::Ordering::Acquire));
-        assert!(matches!(
-            replies(&peer)[..],
-            [Msg::SessionReply {
-                req: 3,
-                retval: 0,
-                ..
-            }]
-        ));
+            .store(false, std::sync::atomic::Ordering::Release);
+        sm.next_thread = 1;
+        let connect = Msg::TcpConnect {
+            req: 4,
+            remote: sa("10.0.0.2:81"),
+        };
+        seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
+        sm.serve_app(0, &locals(), &mut ports);
+        assert!(kicked(&sm));
     }
 
     #[test]

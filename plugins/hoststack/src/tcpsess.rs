@@ -243,33 +243,13 @@ impl SessionMain {
         }
         self.workers[owner].tcp_conns.insert((local, remote), sid);
         self.tcp_port_ref(v6, port, true);
-        let first = self.tcp_count == 0;
         self.tcp_count += 1;
         self.tcp_stats.connected += 1;
-        if first && owner != 0 {
-            // The first TCP session: `ip4-local`/`ip6-local` send TCP to `tcp4-input`
-            // only once the control poll has registered protocol 6 on every thread,
-            // after this request. A worker kicked now could send the SYN and receive the
-            // SYN-ACK before that (dropped: the SYN retried after 1 s), so its kick waits
-            // for the replies ([`SessionMain::send_replies`]); thread 0 runs the control
-            // poll itself.
-            self.tcp_queue_held(sid);
-        } else {
-            self.tcp_queue(sid);
-        }
+        // Before protocol 6 is registered on every thread (the first TCP session, or a
+        // listen or connect earlier in this control poll) the SYN waits: `tcp_queue` does
+        // not kick, and `set_tcp_applied` kicks the owner once it is registered.
+        self.tcp_queue(sid);
         Ok(sid)
-    }
-
-    /// [`SessionMain::tcp_queue`] without the kick: the owner's `session-queue` is kicked
-    /// by [`SessionMain::send_replies`].
-    fn tcp_queue_held(&mut self, sid: u32) {
-        if let Some(Proto::Tcp(_, l)) = self.sess_mut(sid).map(|s| &mut s.proto) {
-            if !l.queued {
-                l.queued = true;
-                self.worker_of(sid).tcp_out.push(sid);
-                self.held_kicks.push(crate::session::handle_thread(sid));
-            }
-        }
     }
 
     /// Queues connection `sid` for `session-queue` to send what it has.
@@ -278,7 +258,9 @@ impl SessionMain {
             if !l.queued {
                 l.queued = true;
                 self.worker_of(sid).tcp_out.push(sid);
-                self.kick_worker(crate::session::handle_thread(sid));
+                if self.tcp_applied {
+                    self.kick_worker(crate::session::handle_thread(sid));
+                }
             }
         }
     }
