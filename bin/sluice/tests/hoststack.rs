@@ -415,6 +415,10 @@ fn udp_echo_received_on_a_worker() {
                 format!("{node}: want {n} queued, handed 0 or {n}:\n{e}")
             },
         );
+        // Settled means for good: a moment later (a thread still publishing) it holds.
+        std::thread::sleep(Duration::from_millis(50));
+        let e = d.ok("show errors");
+        assert!(settled(&e), "{node}: settled, then changed:\n{e}");
         assert_eq!(
             counter(&d, node, "handoff queue to the flow's thread full"),
             0
