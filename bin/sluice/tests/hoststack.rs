@@ -396,11 +396,29 @@ fn udp_echo_received_on_a_worker() {
     assert_eq!(echo_from_peer(&d, &peer, "10.77.0.2:0", v4, 300), 300);
     assert_eq!(echo_from_peer(&d, &peer, "[fd00:77::2]:0", v6, 100), 100);
     for (node, n) in [("udp4-input", 300), ("udp6-input", 100)] {
+        // One socket, one flow: all of it handed over, or none. A thread publishes a
+        // frame's counters when the frame ends, after its datagrams were handed over or
+        // queued to the application: the echo of the last one can reach the peer before
+        // the receiving thread's counts do (a preempted worker, seen under load as
+        // `handed` 99 of 100 that read 100 a moment later). So wait for them to settle; a
+        // datagram really taken on the wrong thread leaves `handed` short for good.
+        let settled = |e: &str| {
+            let handed = counter_in(e, node, "handed to the thread that owns the flow");
+            (handed == 0 || handed == n) && counter_in(e, node, "datagrams queued") == n
+        };
+        wait_until(
+            Duration::from_secs(3),
+            Duration::from_millis(20),
+            || settled(&d.ok("show errors")),
+            || {
+                let e = d.ok("show errors");
+                format!("{node}: want {n} queued, handed 0 or {n}:\n{e}")
+            },
+        );
+        // Settled means for good: a moment later (a thread still publishing) it holds.
+        std::thread::sleep(Duration::from_millis(50));
         let e = d.ok("show errors");
-        // One socket, one flow: all of it handed over, or none.
-        let handed = counter(&d, node, "handed to the thread that owns the flow");
-        assert!(handed == 0 || handed == n, "{e}");
-        assert_eq!(counter(&d, node, "datagrams queued"), n, "{e}");
+        assert!(settled(&e), "{node}: settled, then changed:\n{e}");
         assert_eq!(
             counter(&d, node, "handoff queue to the flow's thread full"),
             0

@@ -320,18 +320,49 @@ fn apply_ports(vm: &mut Vlib, ports: Vec<PortChange>) {
 }
 
 /// Serves the application socket once (attaches, binds, connects, closes, dead
-/// applications) and applies the port registrations that changed.
+/// applications), applies the port registrations that changed on every thread, and only
+/// then replies to the requests: a bind or listen returns once every thread's
+/// `ip4-local`/`ip6-local` hands its packets to the host stack.
 pub fn poll_control(vm: &mut Vlib) {
     let sm = shared(vm);
     let locals = local_addrs(vm);
     let mut ports = Vec::new();
-    let tcp = {
+    let (tcp, replies, applied) = {
         let mut g = session_lock(&sm);
         g.poll(locals, &mut ports);
-        g.tcp_count > 0
+        let tcp = tcp_wanted(&mut g);
+        (tcp, g.has_replies(), g.tcp_applied())
     };
     apply_ports(vm, ports);
     apply_tcp(vm, tcp);
+    // Protocol 6 newly registered: the connections held since are sent (`set_tcp_applied`).
+    let newly = tcp && !applied;
+    if !replies && !newly {
+        return;
+    }
+    // An application detached because its socket refused a reply releases its ports.
+    let mut ports = Vec::new();
+    let tcp = {
+        let mut g = session_lock(&sm);
+        if newly {
+            g.set_tcp_applied(true);
+        }
+        g.send_replies(&mut ports);
+        tcp_wanted(&mut g)
+    };
+    apply_ports(vm, ports);
+    apply_tcp(vm, tcp);
+}
+
+/// Whether protocol 6 should be registered (TCP sessions exist). When not, the session
+/// layer holds its connections' segments from now on (`tcp_applied` cleared before the
+/// unregistration): a connection made before the next registration waits for it.
+fn tcp_wanted(g: &mut SessionMain) -> bool {
+    let tcp = g.tcp_count > 0;
+    if !tcp {
+        g.set_tcp_applied(false);
+    }
+    tcp
 }
 
 /// Sends TCP to `tcp4-input`/`tcp6-input` while TCP sessions exist (otherwise
@@ -372,7 +403,11 @@ pub fn enable(vm: &mut Vlib) -> Result<(), SessionError> {
 pub fn disable(vm: &mut Vlib) {
     let sm = shared(vm);
     let mut ports = Vec::new();
-    session_lock(&sm).disable(&mut ports);
+    {
+        let mut g = session_lock(&sm);
+        g.disable(&mut ports);
+        g.set_tcp_applied(false);
+    }
     vm.ext_mut::<Hoststack>()
         .enabled
         .store(false, Ordering::Relaxed);

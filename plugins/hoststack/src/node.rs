@@ -73,7 +73,9 @@
 //! `session-queue` also sends TCP: segments of the connections the input nodes, the timers
 //! or the applications' tx events queued (data peeked from the tx FIFO, options, headers,
 //! checksum), and the segments no connection owns (RSTs, SYN-cookie SYN-ACKs); counters
-//! `tcp_sent` (info), `tcp_rst_sent` (info).
+//! `tcp_sent` (info), `tcp_rst_sent` (info). The connections' segments wait while protocol 6
+//! is not yet registered on every thread (`SessionMain::tcp_applied`, set by the control
+//! poll): their SYN-ACKs would be punted.
 
 use crate::session::{flow_owner, handle_index, Proto, SessionMain, NO_SLOT};
 use crate::tcp::{Out, Seg, TcpFlags};
@@ -912,6 +914,12 @@ impl SessionQueue {
             }
         }
         self.ctl = ctl;
+        if !sm.tcp_applied {
+            // Protocol 6 is not registered on every thread yet: a SYN sent now could have
+            // its SYN-ACK punted. `set_tcp_applied` kicks this thread once it is.
+            self.timer_at = sm.tcp_next_deadline(th);
+            return;
+        }
         let mut queue = std::mem::take(&mut self.queue);
         std::mem::swap(&mut queue, &mut sm.workers[th].tcp_out);
         let mut stalled = std::mem::take(&mut self.stalled);
@@ -1055,7 +1063,8 @@ impl SessionQueue {
             return 0;
         }
         self.tcp(cx, &mut sm);
-        self.busy = !sm.workers[self.thread].tcp_out.is_empty();
+        // Held connections (`tcp_applied` false) wait for a kick, not a busy poll.
+        self.busy = sm.tcp_applied && !sm.workers[self.thread].tcp_out.is_empty();
         drop(sm);
         let n = self.out4.len() + self.out6.len();
         self.flush(cx);
@@ -1202,7 +1211,8 @@ impl NodeFn for SessionQueue {
         }
         // Nothing left: the applications are told to signal our eventfd only when the
         // thread really sleeps (`prepare_sleep`); while it runs, `active()` sees their events.
-        self.busy = !self.pending.is_empty() || !sm.workers[0].tcp_out.is_empty();
+        self.busy =
+            !self.pending.is_empty() || (sm.tcp_applied && !sm.workers[0].tcp_out.is_empty());
         self.retry_kick
             .store(false, std::sync::atomic::Ordering::Relaxed);
         if sm.evq_retry.is_empty() {
@@ -1431,6 +1441,32 @@ mod tests {
         lock(&shared).detach(0, &mut vec![]);
         h.vm.main.run_once();
         assert!(!h.vm.main.wants_prompt_irqs(), "none is left");
+        h.assert_no_leaks();
+    }
+
+    /// `session-queue` sends no connection's segment before protocol 6 is registered on
+    /// every thread, whatever made it run (a kick, a timer, UDP work), then sends it.
+    #[test]
+    fn a_connection_is_sent_only_once_protocol_6_is_applied() {
+        let (mut h, shared, _peer, _slot) = bound();
+        let sid = lock(&shared)
+            .tcp_connect(
+                0,
+                "10.0.0.2:80".parse().unwrap(),
+                &crate::session::tests::locals(),
+            )
+            .unwrap();
+        let kick = lock(&shared).worker_kick(0);
+        kick.store(true, std::sync::atomic::Ordering::Release);
+        for _ in 0..3 {
+            h.vm.main.run_once();
+        }
+        h.assert_counters(&[("tcp_sent", 0)]);
+        assert_eq!(lock(&shared).workers[0].tcp_out, [sid], "the SYN waits");
+        lock(&shared).set_tcp_applied(true);
+        h.vm.main.run_once();
+        h.assert_counters(&[("tcp_sent", 1)]);
+        assert!(lock(&shared).workers[0].tcp_out.is_empty());
         h.assert_no_leaks();
     }
 

@@ -345,6 +345,16 @@ pub struct SessionMain {
     /// Sessions a thread's table may hold: [`MAX_SESSIONS`] (`None`), smaller in tests.
     pub(crate) sess_limit: Option<usize>,
     iss_key: u64,
+    /// Replies to the control requests [`SessionMain::poll`] served, per application,
+    /// held until the port registrations those requests changed are applied on every
+    /// thread ([`SessionMain::send_replies`]).
+    replies: Vec<(u32, Msg)>,
+    /// Whether protocol 6 is registered with `ip4-local`/`ip6-local` on every thread, as
+    /// far as the control poll knows ([`crate::poll_control`] sets it after registering and
+    /// clears it before unregistering). While false, `session-queue` sends no connection's
+    /// segments and [`SessionMain::tcp_queue`] kicks no thread: a SYN sent before the
+    /// registration could have its SYN-ACK punted by a worker (the SYN retried after 1 s).
+    pub(crate) tcp_applied: bool,
 }
 
 /// The bits of a session handle below the thread: a handle is `thread << THREAD_SHIFT |
@@ -782,7 +792,11 @@ impl SessionMain {
     }
 
     /// Serves the app socket: new attaches, control messages, dead applications.
-    /// `locals` are Sluice's interface addresses with their prefix lengths.
+    /// `locals` are Sluice's interface addresses with their prefix lengths. The replies to
+    /// the requests are held: the caller applies `ports` (and the TCP registration) on
+    /// every thread first, then sends them with [`SessionMain::send_replies`], so that an
+    /// application's bind or listen returns only once every thread delivers to its port
+    /// (a worker receiving a datagram between the two would answer port unreachable).
     pub fn poll(&mut self, locals: Vec<(IpAddr, u8)>, ports: &mut Vec<PortChange>) {
         self.locals = locals;
         let locals = std::mem::take(&mut self.locals);
@@ -977,14 +991,58 @@ impl SessionMain {
                     None
                 }
             };
-            let sock = self.apps[a as usize].as_ref().and_then(|x| x.sock.as_ref());
-            if let (Some(r), Some(sock)) = (reply, sock) {
-                if seqpacket::send(sock, &msg::encode(&r), None).is_err() {
-                    self.detach(a, ports);
-                    return;
+            if let Some(r) = reply {
+                self.replies.push((a, r));
+            }
+        }
+    }
+
+    /// Records whether protocol 6 is registered on every thread ([`SessionMain::tcp_applied`]).
+    /// Once it is, the threads holding connections' segments are kicked to send them.
+    pub fn set_tcp_applied(&mut self, on: bool) {
+        let was = std::mem::replace(&mut self.tcp_applied, on);
+        if on && !was {
+            for t in 0..self.workers.len() {
+                if !self.workers[t].tcp_out.is_empty() {
+                    self.kick_worker(t);
                 }
             }
         }
+    }
+
+    /// Whether [`SessionMain::tcp_applied`] is set.
+    pub fn tcp_applied(&self) -> bool {
+        self.tcp_applied
+    }
+
+    /// Whether replies wait for [`SessionMain::send_replies`].
+    pub fn has_replies(&self) -> bool {
+        !self.replies.is_empty()
+    }
+
+    /// Sends the replies [`SessionMain::poll`] held, in order. An application whose socket
+    /// refuses one is detached (its port changes go to `ports`; its later replies are
+    /// dropped with it).
+    pub fn send_replies(&mut self, ports: &mut Vec<PortChange>) {
+        let replies = std::mem::take(&mut self.replies);
+        for (a, r) in &replies {
+            let a = *a;
+            let sock = self
+                .apps
+                .get(a as usize)
+                .and_then(|x| x.as_ref()?.sock.as_ref());
+            if let Some(sock) = sock {
+                if seqpacket::send(sock, &msg::encode(r), None).is_err() {
+                    self.detach(a, ports);
+                }
+            }
+        }
+        while self.apps.last().is_some_and(|a| a.is_none()) {
+            self.apps.pop();
+        }
+        // Keep the allocation for the next round.
+        self.replies = replies;
+        self.replies.clear();
     }
 
     fn session_reply(&self, req: u32, r: Result<u32, SessionError>) -> Msg {
@@ -1304,6 +1362,107 @@ pub(crate) mod tests {
         s.parse().unwrap()
     }
 
+    /// Drives `serve_app` → `send_replies` directly; that `poll_control` applies the ports
+    /// between the two is covered only by `bin/sluice/tests/hoststack.rs`.
+    #[test]
+    fn a_bind_is_answered_only_after_its_port_is_applied() {
+        let (mut sm, peer) = with_app();
+        replies(&peer); // the attach's
+        let bind = Msg::Bind {
+            req: 7,
+            local: sa("0.0.0.0:7000"),
+        };
+        seqpacket::send(&peer, &msg::encode(&bind), None).unwrap();
+        let mut ports = Vec::new();
+        sm.serve_app(0, &locals(), &mut ports);
+        assert_eq!(ports, [(false, 7000, true)], "the port to register");
+        assert_eq!(replies(&peer), [], "no reply before the port is registered");
+        assert!(sm.has_replies());
+        let mut more = Vec::new();
+        sm.send_replies(&mut more);
+        assert_eq!(more, []);
+        assert!(!sm.has_replies());
+        let got = replies(&peer);
+        assert!(
+            matches!(
+                got[..],
+                [Msg::SessionReply {
+                    req: 7,
+                    retval: 0,
+                    ..
+                }]
+            ),
+            "{got:?}"
+        );
+    }
+
+    /// A worker's connection made before protocol 6 is registered waits for it, even when
+    /// it is not the first TCP session (a listen came first in the same control poll). The
+    /// control poll's order (register, then `set_tcp_applied`) is covered by
+    /// `bin/sluice/tests/hoststack.rs`; this drives the session layer directly.
+    #[test]
+    fn a_worker_connect_is_sent_after_the_registration() {
+        let (mut sm, peer) = with_app();
+        replies(&peer); // the attach's
+        let _ = sm.worker_kick(2);
+        sm.next_thread = 1;
+        let listen = Msg::Listen {
+            req: 2,
+            local: sa("10.0.0.1:8080"),
+            backlog: 8,
+        };
+        let connect = Msg::TcpConnect {
+            req: 3,
+            remote: sa("10.0.0.2:80"),
+        };
+        seqpacket::send(&peer, &msg::encode(&listen), None).unwrap();
+        seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
+        let mut ports = Vec::new();
+        sm.serve_app(0, &locals(), &mut ports);
+        assert_eq!(sm.tcp_count, 2, "protocol 6 to register");
+        assert_eq!(sm.workers[1].tcp_out.len(), 1, "the SYN is queued");
+        let kicked = |sm: &SessionMain| {
+            sm.workers[1]
+                .tcp_kick
+                .load(std::sync::atomic::Ordering::Acquire)
+        };
+        assert!(!kicked(&sm), "no SYN before protocol 6 is registered");
+        sm.send_replies(&mut ports);
+        assert!(
+            matches!(
+                replies(&peer)[..],
+                [
+                    Msg::SessionReply {
+                        req: 2,
+                        retval: 0,
+                        ..
+                    },
+                    Msg::SessionReply {
+                        req: 3,
+                        retval: 0,
+                        ..
+                    }
+                ]
+            ),
+            "the replies"
+        );
+        assert!(!kicked(&sm), "replies do not release the SYN");
+        sm.set_tcp_applied(true);
+        assert!(kicked(&sm), "registered: the worker sends the SYN");
+        // Once registered, a connection is sent at once.
+        sm.workers[1]
+            .tcp_kick
+            .store(false, std::sync::atomic::Ordering::Release);
+        sm.next_thread = 1;
+        let connect = Msg::TcpConnect {
+            req: 4,
+            remote: sa("10.0.0.2:81"),
+        };
+        seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
+        sm.serve_app(0, &locals(), &mut ports);
+        assert!(kicked(&sm));
+    }
+
     #[test]
     fn lookup_prefers_connected_then_exact_then_wildcard() {
         let (mut sm, _peer) = with_app();
@@ -1520,6 +1679,7 @@ pub(crate) mod tests {
         let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
         assert!(rx.push(sa("10.0.0.2:5"), b"late"));
         sm.serve_app(0, &l, &mut ports);
+        sm.send_replies(&mut ports);
         assert!(sm.sess(a).is_none(), "closed");
         assert!(
             replies(&peer).is_empty(),
@@ -1533,6 +1693,7 @@ pub(crate) mod tests {
         // A close with a request id is answered.
         seqpacket::send(&peer, &msg::encode(&Msg::Close { req: 7, slot }), None).unwrap();
         sm.serve_app(0, &l, &mut ports);
+        sm.send_replies(&mut ports);
         assert!(matches!(
             replies(&peer)[..],
             [Msg::CloseReply { req: 7, retval: 0 }]

@@ -245,6 +245,9 @@ impl SessionMain {
         self.tcp_port_ref(v6, port, true);
         self.tcp_count += 1;
         self.tcp_stats.connected += 1;
+        // Before protocol 6 is registered on every thread (the first TCP session, or a
+        // listen or connect earlier in this control poll) the SYN waits: `tcp_queue` does
+        // not kick, and `set_tcp_applied` kicks the owner once it is registered.
         self.tcp_queue(sid);
         Ok(sid)
     }
@@ -255,7 +258,9 @@ impl SessionMain {
             if !l.queued {
                 l.queued = true;
                 self.worker_of(sid).tcp_out.push(sid);
-                self.kick_worker(crate::session::handle_thread(sid));
+                if self.tcp_applied {
+                    self.kick_worker(crate::session::handle_thread(sid));
+                }
             }
         }
     }
