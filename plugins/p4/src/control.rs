@@ -253,7 +253,18 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
             .map(|_| Mutex::new(node::Side::new(mode, gen, segs, nbuf)))
             .collect(),
     });
-    install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
+    let missing = install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
+    if !missing.is_empty() {
+        // Undone on every thread: the threads that answered drop it now, the others
+        // after they take it (their queue runs the removal after the install).
+        install(vm, &name, &nodes, None);
+        return Err(P4Error::NotTaken {
+            program: name,
+            unload: false,
+            threads: missing,
+            wait: vm.thread_wait(),
+        });
+    }
     if let Err(e) = redirect(vm, &ifs, nodes[0]) {
         install(vm, &name, &nodes, None);
         return Err(e);
@@ -346,15 +357,19 @@ fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, P
     Ok(out)
 }
 
-/// Installs (or with `None` removes) a program in its nodes on every thread.
+/// Installs (or with `None` removes) a program in its nodes on every thread; the threads
+/// that did not within `Vlib::thread_wait` (`Vlib::foreach_thread` stops waiting then;
+/// the change stays queued there and runs when the thread takes it).
 fn install(
     vm: &mut Vlib,
     name: &str,
     nodes: &[NodeIndex],
     what: Option<(Arc<Loaded>, Vec<Option<u16>>)>,
-) {
+) -> Vec<usize> {
     let pool = state(vm).pools.get(name).cloned().unwrap_or_default();
     let nodes = nodes.to_vec();
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let d2 = done.clone();
     vm.foreach_thread(move |tg| {
         for &i in &pool {
             if let Some(n) = tg.node_mut::<P4Node>(i) {
@@ -369,7 +384,12 @@ fn install(
                 }
             }
         }
+        d2.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tg.thread());
     });
+    let done = done.lock().unwrap_or_else(PoisonError::into_inner);
+    (0..vm.n_threads()).filter(|t| !done.contains(t)).collect()
 }
 
 /// Unloads program `name` (`None`: the only one loaded); returns its name.
@@ -394,7 +414,15 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
     for &i in &p.ifs {
         let _ = sluice_vnet::set_rx_redirect(vm, SwIfIndex(i), None);
     }
-    install(vm, &name, &p.nodes, None);
+    let missing = install(vm, &name, &p.nodes, None);
+    if !missing.is_empty() {
+        return Err(P4Error::NotTaken {
+            program: name,
+            unload: true,
+            threads: missing,
+            wait: vm.thread_wait(),
+        });
+    }
     Ok(name)
 }
 
