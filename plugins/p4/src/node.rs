@@ -18,13 +18,12 @@
 //! time) when it supports the program; else the per-packet closure executor (`code`, two
 //! packets interleaved unless `no-dual`). `no-gen` skips the generated module; `no-vector`
 //! skips both the generated module and the vector executor. With generated code that
-//! allows it (`GenEntry::reparse`: the first ingress table is looked up early, and the
-//! parser and verify control write nothing but metadata, the parser error and the
-//! validity their extracts set, so they can run twice) and a first table that is a DIR-24-8 or holds at least [`SPLIT_ENTRIES`]
-//! entries, the node runs in stages ([`frame_staged`], [`stage_pays`]): each group of
-//! packets keyed first (parsed, the state discarded), their first-table lookups batched,
-//! then each packet's whole pipeline on its entry; `show p4 program` counts those frames
-//! on its `staged:` line.
+//! allows it (`GenEntry::guess`: the first ingress table is looked up early, and its key
+//! is header fields at fixed offsets) and a first table that is a DIR-24-8 or holds at
+//! least [`SPLIT_ENTRIES`] entries, the node runs in stages ([`frame_staged`],
+//! [`stage_pays`]): a few packets ahead of the one it runs, it guesses the first table's
+//! key from the packet's bytes and looks it up, and each packet's pipeline uses the guess
+//! when it was right; `show p4 program` counts those frames on its `staged:` line.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
@@ -203,8 +202,7 @@ pub const SPLIT_ENTRIES: usize = 4096;
 /// handoff, and one node runs the frame. A program without generated segments is never
 /// split (its side table is not even allocated in auto mode, [`Side::new`]); nor one whose
 /// parser or verify control touches a register or meter ([`Loaded::parse_pure`]): the
-/// first segment parses the whole frame before any packet's ingress runs, as the stages of
-/// [`stage_pays`] do.
+/// first segment parses the whole frame before any packet's ingress runs.
 pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
     l.parse_pure
         && seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
@@ -217,16 +215,14 @@ pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
 }
 
 /// Whether the single node runs generated code `g` in stages ([`frame_staged`]): when
-/// the generated code allows it (`GenEntry::reparse`: the first ingress table is looked
-/// up early and the parser and verify control can run twice, so they touch no register or
-/// meter either) and the batched lookups pay for the second parse: the first table is a
-/// DIR-24-8 (`lookup_x4`, four independent chains of dependent loads: measured faster
-/// than packet at a time with one route as with 100k, docs/p4.md), or holds at least
-/// [`SPLIT_ENTRIES`] entries, whose cache misses the batch overlaps. An exact or ternary
-/// first table of a few entries is looked up one key at a time either way: staging would
-/// only parse every packet twice.
+/// the generated code allows it (`GenEntry::guess`: the first ingress table is looked up
+/// early, on a key guessed from the packet's bytes) and the early lookups pay for the
+/// guesses: the first table is a DIR-24-8 (whose first level misses the L1 cache even
+/// with one route: a /8 spreads its destinations over 65,536 entries), or holds at least
+/// [`SPLIT_ENTRIES`] entries. An exact or ternary first table of a few entries stays in
+/// cache: staging would only guess every key for nothing.
 pub fn stage_pays(g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
-    g.reparse
+    g.guess
         && g.pre
             .first()
             .copied()
@@ -623,18 +619,21 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
     sent.count(cx);
 }
 
-/// Packets the staged single node ([`frame_staged`]) parses and looks up together: their
-/// states stay in a small array (L1-resident), their first-table lookups are batched.
-pub const STAGE: usize = 32;
+/// How many packets ahead of the one it runs the staged single node ([`frame_staged`])
+/// guesses the first table's key and looks it up: the lookup's loads have that many
+/// packets' work to complete in.
+pub const STAGE: usize = 4;
 
-/// Single mode on a program's generated code, in stages: for each group of [`STAGE`]
-/// packets, every packet's key of the first table (`key_first`: parse and verify, the
-/// state then discarded), the group's lookups batched ([`lookup_batch`]: four at a time
-/// into a DIR-24-8, the hit entries prefetched), then each packet's whole pipeline on its
-/// looked-up entry (`packet_pre`: parsed again, its state in registers throughout).
-/// [`frame_generated`] runs each packet's whole pipeline at once: one chain of dependent
-/// loads after another. Runs only when the generated code allows the second parse
-/// (`GenEntry::reparse`, [`stage_pays`]).
+/// Single mode on a program's generated code, in stages, in one pass over the frame: at
+/// packet `i`, the first ingress table's key of packet `i + STAGE` is guessed from its
+/// bytes (`Generated::key_guess_buf`: the key's header fields where the parser puts them)
+/// and looked up, so the lookup's cache misses overlap the packets in between; packet `i`
+/// then runs its whole pipeline on its own guess (`packet_pre_buf`), which it uses when
+/// the key it computes where the table is applied is the guessed one (a packet the guess
+/// was wrong for, one whose table is not applied, or a short one, costs nothing but the
+/// guess). [`frame_generated`] runs each packet's whole pipeline at once: one chain of
+/// dependent loads after another. Runs when the generated code guesses
+/// (`GenEntry::guess`) and the lookups miss the cache ([`stage_pays`]).
 pub fn frame_staged<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
     ts: &mut ThreadState,
@@ -642,40 +641,79 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     frame: &[BufIdx],
     nexts: &mut [u16],
 ) {
+    let first = G::PRE.first().copied().flatten().map(usize::from);
+    let table = first.and_then(|t| ts.tables.get(t));
+    // Records of a large table miss the cache too: the guess prefetches its record (a
+    // table whose entries share a few records keeps them in cache). Records in use, not
+    // `recs.len()`, which only grows (freed records stay until reused).
+    let big = table.is_some_and(|t| t.recs_in_use() >= SPLIT_ENTRIES);
+    // A DIR-24-8 looked up directly (its shared read side, so the lookup borrows nothing
+    // the packets change), any other index through the table.
+    match table.and_then(|t| t.lpm32()).map(|l| l.table().clone()) {
+        Some(l) => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |_, k| {
+            l.lookup(k as u32)
+        }),
+        None => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |ts, k| {
+            first
+                .and_then(|t| ts.tables.get(t))
+                .and_then(|t| t.lookup64(k))
+        }),
+    }
+}
+
+/// [`frame_staged`]'s pass with `look` as the first table's lookup.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn pipelined<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+    first: Option<usize>,
+    big: bool,
+    look: impl Fn(&ThreadState, u64) -> Option<u32>,
+) {
     let arena = cx.arena();
     arena.check_frame(frame);
     let now = (cx.now_secs() * 1e9) as u64;
-    let mut keys = [0u64; STAGE];
-    let mut ids = [None; STAGE];
     let mut sent = Sent::default();
-    let first = G::PRE.first().copied().flatten();
-    for (c, (fc, nc)) in frame.chunks(STAGE).zip(nexts.chunks_mut(STAGE)).enumerate() {
-        let n = fc.len();
-        for (i, (key, &bi)) in keys.iter_mut().zip(fc).enumerate() {
-            if let Some(&a) = frame.get(c * STAGE + i + 2) {
-                arena.prefetch(a);
+    let guess = |ts: &ThreadState, i: usize| {
+        let &bi = frame.get(i)?;
+        // SAFETY: exclusive ownership of the frame's indices, all in the arena (checked
+        // above); this view ends before any other is made.
+        let b = unsafe { arena.buffer_unchecked(bi) };
+        let k = G::key_guess_buf(&b)?;
+        let id = look(ts, k);
+        if big {
+            if let Some(t) = first.and_then(|t| ts.tables.get(t)) {
+                t.prefetch_rec(id);
             }
-            // SAFETY: exclusive ownership of the frame's indices, all in the arena (checked
-            // above), one view at a time.
-            let mut b = unsafe { arena.buffer_unchecked(bi) };
-            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            *key = G::key_first_buf(ts, sh, now, &mut b, rx, len);
         }
-        lookup_batch(ts, first, &keys, &mut ids, n);
-        for ((nx, &bi), &id) in nc.iter_mut().zip(fc).zip(&ids) {
-            // SAFETY: as above.
-            let mut b = unsafe { arena.buffer_unchecked(bi) };
-            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, id);
-            parse_count(cx, pe);
-            *nx = sent.next(cx, &mut b, o);
+        Some((k, id))
+    };
+    let mut ring: [Option<(u64, Option<u32>)>; STAGE] = [None; STAGE];
+    for (j, g) in ring.iter_mut().enumerate() {
+        *g = guess(ts, j);
+    }
+    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
+        if let Some(&a) = frame.get(i + STAGE + 2) {
+            arena.prefetch(a);
         }
+        let slot = &mut ring[i % STAGE];
+        let pre = std::mem::replace(slot, guess(ts, i + STAGE));
+        // SAFETY: as above; one view at a time.
+        let mut b = unsafe { arena.buffer_unchecked(bi) };
+        let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
+        let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, pre);
+        parse_count(cx, pe);
+        *nx = sent.next(cx, &mut b, o);
     }
     sent.count(cx);
 }
 
-/// One packet through [`frame_staged`]'s two passes (`key_first`, the lookup, then
-/// `packet_pre`), for tests; `packet` when the program does not stage.
+/// One packet as [`frame_staged`] runs it (its key guessed and looked up, then
+/// `packet_pre` on the guess), for tests; `packet` when the program does not guess.
 pub fn packet_staged<G: crate::gen::rt::Generated>(
     ts: &mut ThreadState,
     sh: &Shared,
@@ -684,14 +722,30 @@ pub fn packet_staged<G: crate::gen::rt::Generated>(
     inport: u32,
     plen: u32,
 ) -> (VOut, ParseEnd) {
-    if !G::REPARSE {
+    if !G::GUESS {
         return G::packet(ts, sh, now, d, inport, plen);
     }
-    let key = G::key_first(ts, sh, now, d, inport, plen);
-    // Four: `lookup_batch` looks a DIR-24-8 up four keys at a time.
-    let mut id = [None; 4];
-    lookup_batch(ts, G::PRE.first().copied().flatten(), &[key; 4], &mut id, 1);
-    G::packet_pre(ts, sh, now, d, inport, plen, id[0])
+    let first = G::PRE.first().copied().flatten().map(usize::from);
+    let pre = G::key_guess(d).map(|k| {
+        let t = first.and_then(|t| ts.tables.get(t));
+        (k, t.and_then(|t| t.lookup64(k)))
+    });
+    G::packet_pre(ts, sh, now, d, inport, plen, pre)
+}
+
+/// [`packet_staged`] on a wrong guess: a key the packet's is not, paired with a miss, so
+/// a packet that used it would take the first table's default action (tests: a guess is
+/// used only for its own key).
+pub fn packet_misguessed<G: crate::gen::rt::Generated>(
+    ts: &mut ThreadState,
+    sh: &Shared,
+    now: u64,
+    d: &mut [u8],
+    inport: u32,
+    plen: u32,
+) -> (VOut, ParseEnd) {
+    let pre = G::key_guess(d).map(|k| (!k, None));
+    G::packet_pre(ts, sh, now, d, inport, plen, pre)
 }
 
 /// The ids of the first `n` keys in table `table` (none when it has no table): four at a

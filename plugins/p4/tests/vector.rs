@@ -107,13 +107,17 @@ fn compare_with(
     }
     assert_eq!(ta.counters, tb.counters);
     // The program's generated code, when it has some (every example `vec` runs does).
-    // Both of its single-node entry points: `packet`, and the staged node's `key_first`
-    // then `packet_pre` on the looked-up entry (`packet_staged`).
+    // Both of its single-node entry points: `packet`, and the staged node's `packet_pre`
+    // on the lookup of a guessed key (`packet_staged`), also on a wrong guess, which it
+    // must not use (`packet_misguessed`).
     let gen = sluice_p4::generated::find(p);
-    for (how, f) in gen
-        .iter()
-        .flat_map(|g| [("packet", g.packet), ("staged", g.packet_staged)])
-    {
+    for (how, f) in gen.iter().flat_map(|g| {
+        [
+            ("packet", g.packet),
+            ("staged", g.packet_staged),
+            ("misguessed", g.packet_misguessed),
+        ]
+    }) {
         let name = gen.map_or("", |g| g.name);
         let mut tc = ThreadState::new(p).unwrap();
         let sc = Shared::new(p);
@@ -745,14 +749,14 @@ fn l2_setup(p: &Program) -> impl Fn(&mut ThreadState) + '_ {
     }
 }
 
-/// The l2 switch (`REPARSE`: its staged entry point `packet_staged` runs, with an exact
+/// The l2 switch (`GUESS`: its staged entry point `packet_staged` runs, with an exact
 /// first table, `smac`, and its direct counter) against the per-packet executor: hits and
 /// misses of both tables, a frame sent back to its ingress port (dropped), short frames.
 #[test]
 fn l2switch_generated_matches_per_packet() {
     let p = l2switch();
     let g = sluice_p4::generated::find(&p).expect("l2switch has generated code");
-    assert!(g.reparse, "the l2 switch runs in stages");
+    assert!(g.guess, "the l2 switch runs in stages");
     let frame = |dst: u64, src: u64, len: usize| {
         let mut f = dst.to_be_bytes()[2..].to_vec();
         f.extend_from_slice(&src.to_be_bytes()[2..]);
