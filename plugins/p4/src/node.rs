@@ -45,7 +45,7 @@ use crate::ir::{
 };
 use crate::vec::{VCode, VOut, VState};
 use sluice_buffer::{BufIdx, Buffer};
-use sluice_graph::{Cx, NodeFn, FRAME_SIZE};
+use sluice_graph::{Cx, NodeFn, FRAME_SIZE, SCRATCH_AHEAD};
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
@@ -558,23 +558,26 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
     nexts: &mut [u16],
 ) {
     let arena = cx.arena();
-    arena.check_frame(frame);
     let now = (cx.now_secs() * 1e9) as u64;
     let mut sent = Sent::default();
+    // The frame's buffer addresses, resolved once (see `pipelined`).
+    let mut scratch = cx.take_frame_scratch();
+    let addrs = &mut scratch.addrs;
+    arena.resolve(frame, SCRATCH_AHEAD, addrs);
+    let addrs = &*addrs;
     for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
-        if let Some(&a) = frame.get(i + 2) {
-            arena.prefetch(a);
-        }
+        addrs.prefetch(i + 2, true);
         // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-        // `frame`, all in the arena (checked above); one view at a time, living for this
+        // `frame`, resolved into `addrs` above; one view at a time, living for this
         // iteration only.
-        let mut b = unsafe { arena.buffer_unchecked(bi) };
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
         let len = b.total_len() as u32;
         let rx = b.hdr.rx_if;
         let (o, pe) = G::packet_buf(ts, sh, now, &mut b, rx, len);
         parse_count(cx, pe);
         *nx = sent.next(cx, &mut b, o);
     }
+    cx.put_frame_scratch(scratch);
     sent.count(cx);
 }
 
@@ -623,6 +626,10 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 /// guesses the first table's key and looks it up: the lookup's loads have that many
 /// packets' work to complete in.
 pub const STAGE: usize = 4;
+
+// The staged loop prefetches `STAGE + 2` packets ahead through the frame's resolved
+// addresses, which hold `SCRATCH_AHEAD` entries past its end.
+const _: () = assert!(STAGE + 2 < SCRATCH_AHEAD);
 
 /// Single mode on a program's generated code, in stages, in one pass over the frame: at
 /// packet `i`, the first ingress table's key of packet `i + STAGE` is guessed from its
@@ -675,14 +682,19 @@ fn pipelined<G: crate::gen::rt::Generated>(
     look: impl Fn(&ThreadState, u64) -> Option<u32>,
 ) {
     let arena = cx.arena();
-    arena.check_frame(frame);
     let now = (cx.now_secs() * 1e9) as u64;
     let mut sent = Sent::default();
+    // The frame's buffer addresses, resolved once (a compare when `ethernet-input` handed
+    // this frame on whole: it resolved it into the thread's scratch) and checked there.
+    let mut scratch = cx.take_frame_scratch();
+    let addrs = &mut scratch.addrs;
+    arena.resolve(frame, SCRATCH_AHEAD, addrs);
+    let addrs = &*addrs;
     let guess = |ts: &ThreadState, i: usize| {
         let &bi = frame.get(i)?;
-        // SAFETY: exclusive ownership of the frame's indices, all in the arena (checked
-        // above); this view ends before any other is made.
-        let b = unsafe { arena.buffer_unchecked(bi) };
+        // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs` above
+        // (`i` is below the frame's length); this view ends before any other is made.
+        let b = unsafe { arena.buffer_at(addrs, i, bi) };
         let k = G::key_guess_buf(&b)?;
         let id = look(ts, k);
         if big {
@@ -697,18 +709,19 @@ fn pipelined<G: crate::gen::rt::Generated>(
         *g = guess(ts, j);
     }
     for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
-        if let Some(&a) = frame.get(i + STAGE + 2) {
-            arena.prefetch(a);
-        }
+        // Past the frame's end the addresses repeat the last packet's (`SCRATCH_AHEAD`
+        // of them, more than `STAGE + 2`).
+        addrs.prefetch(i + STAGE + 2, true);
         let slot = &mut ring[i % STAGE];
         let pre = std::mem::replace(slot, guess(ts, i + STAGE));
         // SAFETY: as above; one view at a time.
-        let mut b = unsafe { arena.buffer_unchecked(bi) };
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
         let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
         let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, pre);
         parse_count(cx, pe);
         *nx = sent.next(cx, &mut b, o);
     }
+    cx.put_frame_scratch(scratch);
     sent.count(cx);
 }
 
