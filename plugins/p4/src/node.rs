@@ -175,7 +175,7 @@ pub struct Loaded {
     pub segments: Vec<(usize, usize)>,
     pub mode: Mode,
     /// The parser and verify touch no register or meter
-    /// (`Program::parse_verify_stateless`): the single node may run in stages.
+    /// (`Program::parse_verify_stateless`): auto mode may split the program.
     pub parse_pure: bool,
     /// One side table per thread.
     pub side: Box<[Mutex<Side>]>,
