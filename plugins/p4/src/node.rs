@@ -825,25 +825,30 @@ fn seg_pass<G: crate::gen::rt::Generated>(
 ) {
     let arena = cx.arena();
     let n = frame.len().min(FRAME_SIZE);
+    let frame = &frame[..n];
+    // The frame's buffer addresses, resolved once (see `pipelined`).
+    let mut scratch = cx.take_frame_scratch();
+    let addrs = &mut scratch.addrs;
+    arena.resolve(frame, SCRATCH_AHEAD, addrs);
+    let addrs = &*addrs;
     let mut keys = [0u64; FRAME_SIZE];
-    for (i, (key, &bi)) in keys.iter_mut().zip(&frame[..n]).enumerate() {
-        if let Some(&a) = frame.get(i + 2) {
-            arena.prefetch(a);
-            if let Some(s) = sts.get(a.0 as usize) {
-                sluice_infra::prefetch(s);
-            }
+    for (i, (key, &bi)) in keys.iter_mut().zip(frame).enumerate() {
+        addrs.prefetch(i + 2, true);
+        if let Some(s) = frame.get(i + 2).and_then(|a| sts.get(a.0 as usize)) {
+            sluice_infra::prefetch(s);
         }
-        // SAFETY: exclusive ownership of the frame's indices, one view at a time.
-        let mut b = unsafe { arena.buffer(bi) };
+        // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs`
+        // above; one view at a time.
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
         let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
         let s = &mut sts[bi.0 as usize];
         *key = G::seg_key(ts, sh, now, k, s, b.data_mut(), rx, len);
     }
     let mut ids = [None; FRAME_SIZE];
     lookup_batch(ts, G::PRE.get(k).copied().flatten(), &keys, &mut ids, n);
-    for ((nx, &bi), &id) in nexts.iter_mut().zip(&frame[..n]).zip(&ids) {
-        // SAFETY: exclusive ownership of the frame's indices, one view at a time.
-        let mut b = unsafe { arena.buffer(bi) };
+    for (i, ((nx, &bi), &id)) in nexts.iter_mut().zip(frame).zip(&ids).enumerate() {
+        // SAFETY: as above.
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
         let s = &mut sts[bi.0 as usize];
         let (o, pe) = G::seg_run(ts, sh, k, s, b.data_mut(), id);
         if k == 0 {
@@ -858,6 +863,7 @@ fn seg_pass<G: crate::gen::rt::Generated>(
             }
         };
     }
+    cx.put_frame_scratch(scratch);
 }
 
 /// The forwarded and punted packets of a frame run by the vector executor or generated
