@@ -368,9 +368,7 @@ fn install(
 ) -> Vec<usize> {
     let pool = state(vm).pools.get(name).cloned().unwrap_or_default();
     let nodes = nodes.to_vec();
-    let done = Arc::new(Mutex::new(Vec::new()));
-    let d2 = done.clone();
-    vm.foreach_thread(move |tg| {
+    each_thread(vm, move |tg| {
         for &i in &pool {
             if let Some(n) = tg.node_mut::<P4Node>(i) {
                 n.st = None;
@@ -384,6 +382,19 @@ fn install(
                 }
             }
         }
+    })
+}
+
+/// Runs `f` on every thread (`Vlib::foreach_thread`); the threads that did not run it to
+/// the end within `Vlib::thread_wait` (or whose `f` panicked).
+fn each_thread(
+    vm: &mut Vlib,
+    f: impl Fn(&mut sluice_graph::ThreadGraph) + Send + Sync + 'static,
+) -> Vec<usize> {
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let d2 = done.clone();
+    vm.foreach_thread(move |tg| {
+        f(tg);
         d2.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(tg.thread());
@@ -443,11 +454,10 @@ pub fn over_threads<A: Clone + Send + Sync + 'static>(
     f: impl Fn(&mut A, usize, &mut NodeState) + Send + Sync + 'static,
     merge: impl Fn(&mut A, A) + Send + Sync + 'static,
 ) -> Result<A, P4Error> {
-    // The result so far and the threads folded into it.
-    type Acc<A> = (Option<A>, Vec<usize>);
-    let acc: Arc<Mutex<Acc<A>>> = Arc::new(Mutex::new((None, Vec::new())));
+    // The result so far.
+    let acc: Arc<Mutex<Option<A>>> = Arc::new(Mutex::new(None));
     let (a2, zero) = (acc.clone(), init.clone());
-    vm.foreach_thread(move |tg| {
+    let missing = each_thread(vm, move |tg| {
         let thread = tg.thread();
         let mut mine = zero.clone();
         for &i in &nodes {
@@ -456,18 +466,16 @@ pub fn over_threads<A: Clone + Send + Sync + 'static>(
             }
         }
         let mut a = a2.lock().unwrap_or_else(PoisonError::into_inner);
-        match a.0.as_mut() {
+        match a.as_mut() {
             Some(a) => merge(a, mine),
-            None => a.0 = Some(mine),
+            None => *a = Some(mine),
         }
-        a.1.push(thread);
     });
-    let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
-    let missing: Vec<usize> = (0..vm.n_threads()).filter(|t| !a.1.contains(t)).collect();
     if !missing.is_empty() {
         return Err(P4Error::NoAnswer(missing, vm.thread_wait()));
     }
-    Ok(a.0.take().unwrap_or(init))
+    let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
+    Ok(a.take().unwrap_or(init))
 }
 
 /// Applies a table change the master accepted to every node on every thread. The copies
