@@ -41,7 +41,9 @@ pub fn retval(e: &P4Error) -> Retval {
         P4Error::NoProgram(_) | P4Error::NoObject(..) => Retval::NoSuchEntry,
         P4Error::AlreadyLoaded(_) => Retval::AlreadyExists,
         P4Error::InterfaceTaken { .. } => Retval::InUse,
-        P4Error::Replica(..) | P4Error::NoAnswer(..) => Retval::SystemError,
+        P4Error::Replica(..) | P4Error::NoAnswer(..) | P4Error::NotTaken { .. } => {
+            Retval::SystemError
+        }
         P4Error::Table(_, t) => match t {
             TableError::Exists => Retval::AlreadyExists,
             TableError::NotFound => Retval::NoSuchEntry,

@@ -314,22 +314,17 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
                 node::SPLIT_ENTRIES
             );
         }
-        let reparse = p.loaded.gen.is_some_and(|g| g.reparse);
+        let guess = p.loaded.gen.is_some_and(|g| g.guess);
         let first_pre = p
             .loaded
             .gen
             .is_some_and(|g| g.pre.first().copied().flatten().is_some());
-        if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !p.loaded.parse_pure {
-            let _ = writeln!(
-                out,
-                "  staged: off (the parser or verify touches a register or meter)"
-            );
-        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !first_pre {
+        if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !first_pre {
             let _ = writeln!(out, "  staged: off (no early lookup of the first table)");
-        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !reparse {
+        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !guess {
             let _ = writeln!(
                 out,
-                "  staged: off (the parser or verify writes more than metadata and the parser error)"
+                "  staged: off (the first table's key is not header fields at fixed offsets)"
             );
         } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi {
             let _ = writeln!(

@@ -253,7 +253,18 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
             .map(|_| Mutex::new(node::Side::new(mode, gen, segs, nbuf)))
             .collect(),
     });
-    install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
+    let missing = install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
+    if !missing.is_empty() {
+        // Undone on every thread: the threads that answered drop it now, the others
+        // after they take it (their queue runs the removal after the install).
+        install(vm, &name, &nodes, None);
+        return Err(P4Error::NotTaken {
+            program: name,
+            unload: false,
+            threads: missing,
+            wait: vm.thread_wait(),
+        });
+    }
     if let Err(e) = redirect(vm, &ifs, nodes[0]) {
         install(vm, &name, &nodes, None);
         return Err(e);
@@ -346,16 +357,18 @@ fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, P
     Ok(out)
 }
 
-/// Installs (or with `None` removes) a program in its nodes on every thread.
+/// Installs (or with `None` removes) a program in its nodes on every thread; the threads
+/// that did not within `Vlib::thread_wait` (`Vlib::foreach_thread` stops waiting then;
+/// the change stays queued there and runs when the thread takes it).
 fn install(
     vm: &mut Vlib,
     name: &str,
     nodes: &[NodeIndex],
     what: Option<(Arc<Loaded>, Vec<Option<u16>>)>,
-) {
+) -> Vec<usize> {
     let pool = state(vm).pools.get(name).cloned().unwrap_or_default();
     let nodes = nodes.to_vec();
-    vm.foreach_thread(move |tg| {
+    each_thread(vm, move |tg| {
         for &i in &pool {
             if let Some(n) = tg.node_mut::<P4Node>(i) {
                 n.st = None;
@@ -369,7 +382,25 @@ fn install(
                 }
             }
         }
+    })
+}
+
+/// Runs `f` on every thread (`Vlib::foreach_thread`); the threads that did not run it to
+/// the end within `Vlib::thread_wait` (or whose `f` panicked).
+fn each_thread(
+    vm: &mut Vlib,
+    f: impl Fn(&mut sluice_graph::ThreadGraph) + Send + Sync + 'static,
+) -> Vec<usize> {
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let d2 = done.clone();
+    vm.foreach_thread(move |tg| {
+        f(tg);
+        d2.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tg.thread());
     });
+    let done = done.lock().unwrap_or_else(PoisonError::into_inner);
+    (0..vm.n_threads()).filter(|t| !done.contains(t)).collect()
 }
 
 /// Unloads program `name` (`None`: the only one loaded); returns its name.
@@ -394,7 +425,15 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
     for &i in &p.ifs {
         let _ = sluice_vnet::set_rx_redirect(vm, SwIfIndex(i), None);
     }
-    install(vm, &name, &p.nodes, None);
+    let missing = install(vm, &name, &p.nodes, None);
+    if !missing.is_empty() {
+        return Err(P4Error::NotTaken {
+            program: name,
+            unload: true,
+            threads: missing,
+            wait: vm.thread_wait(),
+        });
+    }
     Ok(name)
 }
 
@@ -415,11 +454,10 @@ pub fn over_threads<A: Clone + Send + Sync + 'static>(
     f: impl Fn(&mut A, usize, &mut NodeState) + Send + Sync + 'static,
     merge: impl Fn(&mut A, A) + Send + Sync + 'static,
 ) -> Result<A, P4Error> {
-    // The result so far and the threads folded into it.
-    type Acc<A> = (Option<A>, Vec<usize>);
-    let acc: Arc<Mutex<Acc<A>>> = Arc::new(Mutex::new((None, Vec::new())));
+    // The result so far.
+    let acc: Arc<Mutex<Option<A>>> = Arc::new(Mutex::new(None));
     let (a2, zero) = (acc.clone(), init.clone());
-    vm.foreach_thread(move |tg| {
+    let missing = each_thread(vm, move |tg| {
         let thread = tg.thread();
         let mut mine = zero.clone();
         for &i in &nodes {
@@ -428,18 +466,16 @@ pub fn over_threads<A: Clone + Send + Sync + 'static>(
             }
         }
         let mut a = a2.lock().unwrap_or_else(PoisonError::into_inner);
-        match a.0.as_mut() {
+        match a.as_mut() {
             Some(a) => merge(a, mine),
-            None => a.0 = Some(mine),
+            None => *a = Some(mine),
         }
-        a.1.push(thread);
     });
-    let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
-    let missing: Vec<usize> = (0..vm.n_threads()).filter(|t| !a.1.contains(t)).collect();
     if !missing.is_empty() {
         return Err(P4Error::NoAnswer(missing, vm.thread_wait()));
     }
-    Ok(a.0.take().unwrap_or(init))
+    let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
+    Ok(a.take().unwrap_or(init))
 }
 
 /// Applies a table change the master accepted to every node on every thread. The copies

@@ -139,6 +139,26 @@ pub enum P4Error {
     /// queued) or never; a read lacks their counts.
     #[error("thread(s) {} did not answer within {} s: their copies may not have the change, or their counts are missing", list(.0), .1.as_secs_f64())]
     NoAnswer(Vec<usize>, std::time::Duration),
+    /// `p4 load` / `p4 unload`: threads (by index) that did not install or remove the
+    /// program within `Vlib::foreach_thread`'s wait (`wait`). A load is undone (every
+    /// thread drops it, those threads once they take the change); an unload stays done,
+    /// and those threads run the program until they take it.
+    #[error("{}", not_taken(.program, *.unload, .threads, *.wait))]
+    NotTaken {
+        program: String,
+        unload: bool,
+        threads: Vec<usize>,
+        wait: std::time::Duration,
+    },
+}
+
+fn not_taken(program: &str, unload: bool, threads: &[usize], wait: std::time::Duration) -> String {
+    let (t, w) = (list(threads), wait.as_secs_f64());
+    if unload {
+        format!("P4 program `{program}' unloaded, but thread(s) {t} did not take the change within {w} s: they run it until they do")
+    } else {
+        format!("P4 program `{program}' not loaded: thread(s) {t} did not take it within {w} s")
+    }
 }
 
 fn list(v: &[usize]) -> String {

@@ -93,28 +93,25 @@ pub mod rt {
             plen: u32,
         ) -> (VOut, ParseEnd);
 
-        /// Whether the staged single node may run [`Generated::key_first`] then
-        /// [`Generated::packet_pre`] on a packet: the first ingress phase looks its table
-        /// up early (`PRE[0]`), and the parser and verify control write nothing but the
-        /// packet's state (no header bytes, counter, table, register or meter), so running
-        /// them twice is running them once.
-        const REPARSE: bool;
+        /// Whether the staged single node may look the first ingress table up on a guess
+        /// of its key ([`Generated::key_guess`]) some packets ahead, then run the packet
+        /// on it ([`Generated::packet_pre`]): the first ingress phase looks its table up
+        /// early (`PRE[0]`), its key is header fields at fixed offsets in the headers'
+        /// span (`gen::header_span`), and the program has that span.
+        const GUESS: bool;
 
-        /// The key of the first ingress phase's table (`PRE[0]`) after the parser and
-        /// verify; the packet's state is discarded (0 when not [`Generated::REPARSE`]).
-        fn key_first(
-            ts: &mut ThreadState,
-            sh: &Shared,
-            now: u64,
-            d: &mut [u8],
-            inport: u32,
-            plen: u32,
-        ) -> u64;
+        /// The first ingress table's key as the packet's bytes alone give it, before the
+        /// parser runs: each header field where the parser puts it (valid or not). None
+        /// when the packet is shorter than the headers' span, or not [`Generated::GUESS`].
+        fn key_guess(d: &[u8]) -> Option<u64>;
 
-        /// [`Generated::packet`] with the first ingress phase's table looked up already:
-        /// `pre` is the lookup's result for [`Generated::key_first`]'s key (ignored when
-        /// not [`Generated::REPARSE`]). The packet's state stays in registers, where the
-        /// phases of `seg_run` keep it in memory.
+        /// [`Generated::packet`] with the first ingress phase's table looked up on a
+        /// guess: `pre` is a key and the table's lookup of it (from
+        /// [`Generated::key_guess`]), used when the key the packet computes where the
+        /// table is applied is that one; otherwise (a wrong guess, none, or not
+        /// [`Generated::GUESS`]) the table is looked up there as in `packet`. The
+        /// packet's state stays in registers, where the phases of `seg_run` keep it in
+        /// memory.
         #[allow(clippy::too_many_arguments)]
         fn packet_pre(
             ts: &mut ThreadState,
@@ -123,7 +120,7 @@ pub mod rt {
             d: &mut [u8],
             inport: u32,
             plen: u32,
-            pre: Option<u32>,
+            pre: Option<(u64, Option<u32>)>,
         ) -> (VOut, ParseEnd);
 
         /// [`Generated::packet`] on a buffer (its first segment's bytes): the node's entry
@@ -142,17 +139,10 @@ pub mod rt {
             Self::packet(ts, sh, now, b.data_mut(), inport, plen)
         }
 
-        /// [`Generated::key_first`] on a buffer (see [`Generated::packet_buf`]).
+        /// [`Generated::key_guess`] on a buffer (see [`Generated::packet_buf`]).
         #[inline(always)]
-        fn key_first_buf(
-            ts: &mut ThreadState,
-            sh: &Shared,
-            now: u64,
-            b: &mut Buffer<'_>,
-            inport: u32,
-            plen: u32,
-        ) -> u64 {
-            Self::key_first(ts, sh, now, b.data_mut(), inport, plen)
+        fn key_guess_buf(b: &Buffer<'_>) -> Option<u64> {
+            Self::key_guess(b.data())
         }
 
         /// [`Generated::packet_pre`] on a buffer (see [`Generated::packet_buf`]).
@@ -165,7 +155,7 @@ pub mod rt {
             b: &mut Buffer<'_>,
             inport: u32,
             plen: u32,
-            pre: Option<u32>,
+            pre: Option<(u64, Option<u32>)>,
         ) -> (VOut, ParseEnd) {
             Self::packet_pre(ts, sh, now, b.data_mut(), inport, plen, pre)
         }
@@ -415,6 +405,13 @@ struct G<'a> {
     /// tables up through memos: a phase's table is looked up before it (`pre`), so multi
     /// mode's phases would only store `c0` for nothing.
     whole: bool,
+    /// `pre` is a guess (`packet_pre`: the key guessed before the parser ran and its
+    /// lookup), used only when the key computed where the table is applied is the guessed
+    /// one; otherwise (a phase of multi mode) the lookup of the phase's own key.
+    guessed: bool,
+    /// Generating a key guess ([`G::key_guess`]): `Some(false)` once the key reads
+    /// something a guess cannot (metadata, a header at a path-dependent offset).
+    guess: std::cell::Cell<Option<bool>>,
 }
 
 fn geom(k: HKind) -> (u8, u8, u64) {
@@ -486,11 +483,26 @@ impl G<'_> {
     fn e(&self, e: &E) -> Result<String, String> {
         Ok(match e {
             E::Const(v) => lit(*v),
+            E::M(_) | E::Param(_) if self.guess.get().is_some() => {
+                self.guess.set(Some(false));
+                "0".into()
+            }
             E::M(s) => format!("s.m{s}"),
             E::H(a) => {
-                let (_, ok, at, w, sh, m) = self.field(*a)?;
-                format!("rd::<{w}>(d, {ok}, {at}, {sh}, {})", lit(m))
+                let (i, ok, at, w, sh, m) = self.field(*a)?;
+                match self.guess.get() {
+                    // A guess reads the bytes where the header sits when it is valid.
+                    Some(_) if self.hoff.get(i).copied().flatten().is_some() => {
+                        format!("rd::<{w}>(d, true, {at}, {sh}, {})", lit(m))
+                    }
+                    Some(_) => {
+                        self.guess.set(Some(false));
+                        "0".into()
+                    }
+                    None => format!("rd::<{w}>(d, {ok}, {at}, {sh}, {})", lit(m)),
+                }
             }
+            E::Valid(_) if self.guess.get().is_some() => "1".into(),
             E::Valid(i) => format!("(s.valid >> {i} & 1)"),
             E::Param(k) => format!("p{}_{k}", self.depth),
             E::Un(op, a, m) => {
@@ -712,6 +724,18 @@ impl G<'_> {
         Ok(Some(parts.join(" | ")))
     }
 
+    /// A guess of table `t`'s 64-bit key from the packet's bytes alone, before the parser
+    /// runs: its header fields read where the parser puts them (valid or not), validity
+    /// taken as true. None when the key reads anything else (metadata, a header at a
+    /// path-dependent offset) or is wider than 64 bits. A guess only saves the lookup when
+    /// it is right: `packet_pre` compares it with the key it computes.
+    fn key_guess(&self, t: &Table) -> Result<Option<String>, String> {
+        self.guess.set(Some(true));
+        let k = self.key64(t);
+        let ok = self.guess.replace(None) == Some(true);
+        Ok(k?.filter(|_| ok))
+    }
+
     /// An action's body at the next parameter depth (its parameters `p{depth+1}_k` bound by
     /// the caller), in a labelled block `return` leaves.
     fn action_body(&mut self, a: u16) -> Result<(), String> {
@@ -759,8 +783,24 @@ impl G<'_> {
         ));
         if memo.is_some() {
             // Looked up above.
+        } else if self.pre == Some(ap.table) && self.guessed {
+            // Looked up before the packet ran, on a guess of the key (`packet_pre`): the
+            // guess's lookup when the key is the guessed one, else a lookup here.
+            self.pre = None;
+            let Some(k) = self.key64(t)? else {
+                return Err(format!("table {} guessed without a 64-bit key", t.name));
+            };
+            let f = if t.direct_exact() {
+                "lookup_direct"
+            } else {
+                "lookup64"
+            };
+            self.line(&format!("let k = {k};"));
+            self.line(&format!(
+                "let id = match pre {{ Some((g, x)) if g == k => x, _ => t.{f}(k) }};"
+            ));
         } else if self.pre == Some(ap.table) {
-            // Looked up before the phase runs (`packet`, `segment`).
+            // Looked up before the phase runs (`segment`).
             self.pre = None;
             self.line("let id = pre;");
         } else if t.keys.is_empty() {
@@ -1220,9 +1260,11 @@ fn emit_packet(g: &mut G<'_>, p0: &Program, pre: Option<u16>) -> Result<(), Stri
     // phases cut the same statements; `prelookup` found one application there). (On an
     // error the generation stops: nothing to restore.)
     g.pre = pre;
+    g.guessed = pre.is_some();
     g.whole = true;
     g.control("ingress", &p0.ingress)?;
     g.pre = None;
+    g.guessed = false;
     g.line("Self::tm(s);");
     if !p0.egress.is_empty() {
         g.open("if !s.dead {");
@@ -1232,32 +1274,6 @@ fn emit_packet(g: &mut G<'_>, p0: &Program, pre: Option<u16>) -> Result<(), Stri
     g.whole = false;
     g.line("Self::fin(ts, sh, s, d)");
     Ok(())
-}
-
-/// Whether the parser and verify control change nothing but the packet's state (metadata,
-/// validity, parser error), so running them twice on a packet is running them once
-/// (`Generated::REPARSE`): no header field stores, checksum updates, counters, table
-/// applications, action calls, registers or meters.
-fn replayable(p: &Program) -> bool {
-    fn meta(lv: &Lv) -> bool {
-        match lv {
-            Lv::M(..) | Lv::MI(..) => true,
-            Lv::Slice(x, ..) => meta(x),
-            Lv::H(_) | Lv::HI(..) => false,
-        }
-    }
-    let mut ok = true;
-    for s in p.states.iter().flat_map(|st| &st.body).chain(&p.verify) {
-        crate::vec::walk_s(s, &mut |x| {
-            ok &= match x {
-                S::Set(lv, _) => meta(lv),
-                S::Csum(c) => c.verify,
-                S::Extract(_) | S::If(..) | S::Drop | S::Exit | S::Return => true,
-                _ => false,
-            }
-        });
-    }
-    ok
 }
 
 /// A phase of the generated pipeline: a run of a control's statements (at most one table
@@ -1341,6 +1357,8 @@ fn emit(
         anchor: phases.first().and_then(|ph| ph.pre),
         chain: Vec::new(),
         whole: false,
+        guessed: false,
+        guess: std::cell::Cell::new(None),
     };
     g.chain = chain_tables(p, g.anchor);
     let (mut verified, mut updated) = (Vec::new(), Vec::new());
@@ -1493,13 +1511,15 @@ fn emit(
     g.line("if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }");
     g.close("}");
     let tm_at = first_egress.unwrap_or(phases.len());
-    // The staged single node's two passes: the first table's key, then the packet on
-    // the looked-up entry.
-    let first = phases
-        .first()
-        .filter(|_| tm_at > 0)
-        .and_then(|ph| ph.pre)
-        .filter(|_| replayable(p));
+    let span = header_span(p, &g.hoff);
+    // The staged single node: the first ingress table's key guessed from the packet's
+    // first `span` bytes some packets ahead and looked up then, the packet run on the
+    // guess (`packet_pre`), which it uses when its key is the guessed one.
+    let guess = match phases.first().filter(|_| tm_at > 0).and_then(|ph| ph.pre) {
+        Some(t) if span.is_some() => g.key_guess(&p.tables[t as usize])?.map(|k| (t, k)),
+        _ => None,
+    };
+    let first = guess.as_ref().map(|x| x.0);
     // The whole-pipeline bodies, over the packet's bytes `d`: the trait's entry points
     // below hand them the first `span` bytes when the packet has them, so every header
     // access is at a constant offset into a slice of constant length and compiles without
@@ -1510,23 +1530,23 @@ fn emit(
     g.open("fn run(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
     emit_packet(&mut g, p0, None)?;
     g.close("}");
-    if first.is_some() {
+    if let Some((_, k)) = &guess {
         g.line("");
-        g.line("/// The first ingress table's key, after the parser and verify.");
+        g.line("/// A guess of the first ingress table's key from the packet's first bytes (the");
+        g.line("/// fields where the parser puts them, before it runs).");
         g.line("#[inline(always)]");
-        g.open("fn run_key(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {");
-        g.line("let s = &mut Self::init(inport, plen, now);");
-        g.line("Self::parse(ts, sh, s, d);");
-        g.line("Self::key0(s, d)");
+        g.open("fn guess_key(d: &[u8]) -> u64 {");
+        g.line(k);
         g.close("}");
         g.line("");
-        g.line("/// The whole pipeline with the first ingress table looked up already.");
+        g.line(
+            "/// The whole pipeline with the first ingress table looked up on a guess of its key.",
+        );
         g.line("#[inline(always)]");
-        g.open("fn run_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {");
+        g.open("fn run_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<(u64, Option<u32>)>) -> (VOut, ParseEnd) {");
         emit_packet(&mut g, p0, first)?;
         g.close("}");
     }
-    let span = header_span(p, &g.hoff);
     g.close("}");
     g.line("");
     // `Self::{f}` on the first `span` bytes when the packet has them, else on all of them
@@ -1552,14 +1572,18 @@ fn emit(
         // The node's entry points: the span straight from the buffer.
         let mut bufs = vec![("packet_buf", "run", "(VOut, ParseEnd)", "", "")];
         if first.is_some() {
-            bufs.push(("key_first_buf", "run_key", "u64", "", ""));
             bufs.push((
                 "packet_pre_buf",
                 "run_pre",
                 "(VOut, ParseEnd)",
-                ", pre: Option<u32>",
+                ", pre: Option<(u64, Option<u32>)>",
                 ", pre",
             ));
+            g.line("");
+            g.line("#[inline(always)]");
+            g.open("fn key_guess_buf(b: &Buffer<'_>) -> Option<u64> {");
+            g.line(&format!("b.head::<{n}>().map(|h| Self::guess_key(h))"));
+            g.close("}");
         }
         for (f, run, ret, arg, pass) in bufs {
             g.line("");
@@ -1570,19 +1594,18 @@ fn emit(
         }
     }
     g.line("");
-    g.line(&format!("const REPARSE: bool = {};", first.is_some()));
+    g.line(&format!("const GUESS: bool = {};", first.is_some()));
     g.line("");
     g.line("#[inline(always)]");
-    g.open("fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {");
-    if first.is_some() {
-        g.line(&call("run_key", ""));
-    } else {
-        g.line("0");
+    g.open("fn key_guess(d: &[u8]) -> Option<u64> {");
+    match (first, span) {
+        (Some(_), Some(n)) => g.line(&format!("d.get(..{n}).map(|h| Self::guess_key(h))")),
+        _ => g.line("None"),
     }
     g.close("}");
     g.line("");
     g.line("#[inline(always)]");
-    g.open("fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {");
+    g.open("fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<(u64, Option<u32>)>) -> (VOut, ParseEnd) {");
     if first.is_some() {
         g.line(&call("run_pre", ", pre"));
     } else {
@@ -1663,7 +1686,7 @@ pub fn from_source(src: &str, file: &str, name: &str) -> Result<String, String> 
 
 #[cfg(test)]
 mod tests {
-    use super::{chain_tables, header_offsets, header_span, prelookup, replayable};
+    use super::{chain_tables, header_offsets, header_span, prelookup};
 
     /// A table keyed on a header's validity, applied after `before` in ingress.
     fn prog(before: &str) -> crate::ir::Program {
@@ -1702,37 +1725,37 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         )
     }
 
-    /// The staged node runs the parser and verify twice (`Generated::REPARSE`) only when
-    /// they change nothing but the packet's state: not with a header store (in verify or
-    /// in a parser state) or a counter.
+    /// The staged node guesses the first table's key from the packet's bytes
+    /// (`Generated::GUESS`, `guess_key`) when the key is header fields at fixed offsets:
+    /// the field read unconditionally; a key on metadata has no guess. The guess is used
+    /// only when the key computed where the table is applied equals it (`packet_pre`).
     #[test]
-    fn reparse_only_when_parse_and_verify_write_state_only() {
-        let empty = "control V(inout headers hdr, inout metadata meta) { apply { } }";
-        assert!(replayable(&prog("")));
-        for verify in [
-            "apply { hdr.ethernet.etherType = 16w1; }",
-            "counter(4, CounterType.packets) c; apply { c.count(32w1); }",
-        ] {
+    fn the_first_key_is_guessed_from_header_fields_only() {
+        let key = "hdr.tag.isValid(): exact;";
+        let gen = |k: &str| {
             let src = prog_src("");
-            assert!(src.contains(empty));
-            let src = src.replace(
-                empty,
-                &format!("control V(inout headers hdr, inout metadata meta) {{ {verify} }}"),
-            );
-            let p = crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles");
-            assert!(!replayable(&p), "{verify}");
-        }
-        // A header store in a parser state, as in the verify control.
-        let src = prog_src("");
-        let start = "packet.extract(hdr.ethernet);";
-        assert!(src.contains(start));
-        let src = src.replacen(
-            start,
-            "packet.extract(hdr.ethernet); hdr.ethernet.etherType = 16w1;",
-            1,
+            assert!(src.contains(key));
+            let p = crate::compile::compile(&src.replace(key, k), "t.p4", Default::default())
+                .expect("compiles");
+            super::rust(&p, "t", "t.p4").expect("generates")
+        };
+        let src = gen("hdr.ethernet.etherType: exact;");
+        assert!(src.contains("const GUESS: bool = true;"), "{src}");
+        assert!(
+            src.contains(
+                "fn guess_key(d: &[u8]) -> u64 {\n        (rd::<2>(d, true, 12, 0, 0xffff))\n"
+            ),
+            "{src}"
         );
-        let p = crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles");
-        assert!(!replayable(&p), "parser state header store");
+        assert!(
+            src.contains(
+                "let id = match pre { Some((g, x)) if g == k => x, _ => t.lookup_direct(k) };"
+            ),
+            "{src}"
+        );
+        let src = gen("sm.ingress_port: exact;");
+        assert!(src.contains("const GUESS: bool = false;"), "{src}");
+        assert!(!src.contains("fn guess_key"), "{src}");
     }
 
     /// An example program (`examples/<file>`) compiled with the default options.
@@ -1885,9 +1908,12 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         let router = example("router.p4");
         assert_eq!(span(&router), Some(34));
         let src = super::rust(&router, "router", "router.p4").expect("generates");
-        assert_eq!(src.matches("match d.get_mut(..34)").count(), 3, "{src}");
-        // The node's entry points (`packet_buf`, `key_first_buf`, `packet_pre_buf`).
-        assert_eq!(src.matches("match b.head_mut::<34>()").count(), 3, "{src}");
+        // `packet`, `packet_pre`; the key guess reads the span too.
+        assert_eq!(src.matches("match d.get_mut(..34)").count(), 2, "{src}");
+        assert_eq!(src.matches("d.get(..34).map(").count(), 1, "{src}");
+        // The node's entry points (`packet_buf`, `packet_pre_buf`, `key_guess_buf`).
+        assert_eq!(src.matches("match b.head_mut::<34>()").count(), 2, "{src}");
+        assert_eq!(src.matches("b.head::<34>().map(").count(), 1, "{src}");
         assert_eq!(span(&prog("")), Some(14));
         // `hdr.tag` at 18 after one VLAN tag, at 22 after two: no constant span.
         let vlan = prog_src("")

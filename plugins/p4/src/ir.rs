@@ -612,9 +612,10 @@ impl Program {
 
     /// Whether the parser and the verify control touch no register or meter (read, write
     /// or execute), directly or through an action or a table they apply. Then parsing a
-    /// group of packets before the ingress of the first of them (`node::frame_staged`)
-    /// sees what parsing packet at a time does; a register or meter reached there could
-    /// be one an earlier packet's ingress changes.
+    /// frame's packets before the ingress of the first of them (multi mode's first
+    /// segment, auto mode's split: `node::split_pays`) sees what parsing packet at a time
+    /// does; a register or meter reached there could be one an earlier packet's ingress
+    /// changes.
     pub fn parse_verify_stateless(&self) -> bool {
         // Nested actions deeper than this are taken to touch state.
         const DEPTH: u32 = 8;

@@ -18,13 +18,12 @@
 //! time) when it supports the program; else the per-packet closure executor (`code`, two
 //! packets interleaved unless `no-dual`). `no-gen` skips the generated module; `no-vector`
 //! skips both the generated module and the vector executor. With generated code that
-//! allows it (`GenEntry::reparse`: the first ingress table is looked up early, and the
-//! parser and verify control write nothing but metadata, the parser error and the
-//! validity their extracts set, so they can run twice) and a first table that is a DIR-24-8 or holds at least [`SPLIT_ENTRIES`]
-//! entries, the node runs in stages ([`frame_staged`], [`stage_pays`]): each group of
-//! packets keyed first (parsed, the state discarded), their first-table lookups batched,
-//! then each packet's whole pipeline on its entry; `show p4 program` counts those frames
-//! on its `staged:` line.
+//! allows it (`GenEntry::guess`: the first ingress table is looked up early, and its key
+//! is header fields at fixed offsets) and a first table that is a DIR-24-8 or holds at
+//! least [`SPLIT_ENTRIES`] entries, the node runs in stages ([`frame_staged`],
+//! [`stage_pays`]): a few packets ahead of the one it runs, it guesses the first table's
+//! key from the packet's bytes and looks it up, and each packet's pipeline uses the guess
+//! when it was right; `show p4 program` counts those frames on its `staged:` line.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
@@ -46,7 +45,7 @@ use crate::ir::{
 };
 use crate::vec::{VCode, VOut, VState};
 use sluice_buffer::{BufIdx, Buffer};
-use sluice_graph::{Cx, NodeFn, FRAME_SIZE};
+use sluice_graph::{Cx, NodeFn, FRAME_SIZE, SCRATCH_AHEAD};
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
@@ -176,7 +175,7 @@ pub struct Loaded {
     pub segments: Vec<(usize, usize)>,
     pub mode: Mode,
     /// The parser and verify touch no register or meter
-    /// (`Program::parse_verify_stateless`): the single node may run in stages.
+    /// (`Program::parse_verify_stateless`): auto mode may split the program.
     pub parse_pure: bool,
     /// One side table per thread.
     pub side: Box<[Mutex<Side>]>,
@@ -203,8 +202,7 @@ pub const SPLIT_ENTRIES: usize = 4096;
 /// handoff, and one node runs the frame. A program without generated segments is never
 /// split (its side table is not even allocated in auto mode, [`Side::new`]); nor one whose
 /// parser or verify control touches a register or meter ([`Loaded::parse_pure`]): the
-/// first segment parses the whole frame before any packet's ingress runs, as the stages of
-/// [`stage_pays`] do.
+/// first segment parses the whole frame before any packet's ingress runs.
 pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
     l.parse_pure
         && seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
@@ -217,16 +215,14 @@ pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
 }
 
 /// Whether the single node runs generated code `g` in stages ([`frame_staged`]): when
-/// the generated code allows it (`GenEntry::reparse`: the first ingress table is looked
-/// up early and the parser and verify control can run twice, so they touch no register or
-/// meter either) and the batched lookups pay for the second parse: the first table is a
-/// DIR-24-8 (`lookup_x4`, four independent chains of dependent loads: measured faster
-/// than packet at a time with one route as with 100k, docs/p4.md), or holds at least
-/// [`SPLIT_ENTRIES`] entries, whose cache misses the batch overlaps. An exact or ternary
-/// first table of a few entries is looked up one key at a time either way: staging would
-/// only parse every packet twice.
+/// the generated code allows it (`GenEntry::guess`: the first ingress table is looked up
+/// early, on a key guessed from the packet's bytes) and the early lookups pay for the
+/// guesses: the first table is a DIR-24-8 (whose first level misses the L1 cache even
+/// with one route: a /8 spreads its destinations over 65,536 entries), or holds at least
+/// [`SPLIT_ENTRIES`] entries. An exact or ternary first table of a few entries stays in
+/// cache: staging would only guess every key for nothing.
 pub fn stage_pays(g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
-    g.reparse
+    g.guess
         && g.pre
             .first()
             .copied()
@@ -562,23 +558,26 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
     nexts: &mut [u16],
 ) {
     let arena = cx.arena();
-    arena.check_frame(frame);
     let now = (cx.now_secs() * 1e9) as u64;
     let mut sent = Sent::default();
+    // The frame's buffer addresses, resolved once (see `pipelined`).
+    let mut scratch = cx.take_frame_scratch();
+    let addrs = &mut scratch.addrs;
+    arena.resolve(frame, SCRATCH_AHEAD, addrs);
+    let addrs = &*addrs;
     for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
-        if let Some(&a) = frame.get(i + 2) {
-            arena.prefetch(a);
-        }
+        addrs.prefetch(i + 2, true);
         // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-        // `frame`, all in the arena (checked above); one view at a time, living for this
+        // `frame`, resolved into `addrs` above; one view at a time, living for this
         // iteration only.
-        let mut b = unsafe { arena.buffer_unchecked(bi) };
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
         let len = b.total_len() as u32;
         let rx = b.hdr.rx_if;
         let (o, pe) = G::packet_buf(ts, sh, now, &mut b, rx, len);
         parse_count(cx, pe);
         *nx = sent.next(cx, &mut b, o);
     }
+    cx.put_frame_scratch(scratch);
     sent.count(cx);
 }
 
@@ -623,18 +622,25 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
     sent.count(cx);
 }
 
-/// Packets the staged single node ([`frame_staged`]) parses and looks up together: their
-/// states stay in a small array (L1-resident), their first-table lookups are batched.
-pub const STAGE: usize = 32;
+/// How many packets ahead of the one it runs the staged single node ([`frame_staged`])
+/// guesses the first table's key and looks it up: the lookup's loads have that many
+/// packets' work to complete in.
+pub const STAGE: usize = 4;
 
-/// Single mode on a program's generated code, in stages: for each group of [`STAGE`]
-/// packets, every packet's key of the first table (`key_first`: parse and verify, the
-/// state then discarded), the group's lookups batched ([`lookup_batch`]: four at a time
-/// into a DIR-24-8, the hit entries prefetched), then each packet's whole pipeline on its
-/// looked-up entry (`packet_pre`: parsed again, its state in registers throughout).
-/// [`frame_generated`] runs each packet's whole pipeline at once: one chain of dependent
-/// loads after another. Runs only when the generated code allows the second parse
-/// (`GenEntry::reparse`, [`stage_pays`]).
+// The staged loop prefetches `STAGE + 2` packets ahead through the frame's resolved
+// addresses, which hold `SCRATCH_AHEAD` entries past its end.
+const _: () = assert!(STAGE + 2 < SCRATCH_AHEAD);
+
+/// Single mode on a program's generated code, in stages, in one pass over the frame: at
+/// packet `i`, the first ingress table's key of packet `i + STAGE` is guessed from its
+/// bytes (`Generated::key_guess_buf`: the key's header fields where the parser puts them)
+/// and looked up, so the lookup's cache misses overlap the packets in between; packet `i`
+/// then runs its whole pipeline on its own guess (`packet_pre_buf`), which it uses when
+/// the key it computes where the table is applied is the guessed one (a packet the guess
+/// was wrong for, one whose table is not applied, or a short one, costs nothing but the
+/// guess). [`frame_generated`] runs each packet's whole pipeline at once: one chain of
+/// dependent loads after another. Runs when the generated code guesses
+/// (`GenEntry::guess`) and the lookups miss the cache ([`stage_pays`]).
 pub fn frame_staged<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
     ts: &mut ThreadState,
@@ -642,40 +648,107 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     frame: &[BufIdx],
     nexts: &mut [u16],
 ) {
-    let arena = cx.arena();
-    arena.check_frame(frame);
-    let now = (cx.now_secs() * 1e9) as u64;
-    let mut keys = [0u64; STAGE];
-    let mut ids = [None; STAGE];
-    let mut sent = Sent::default();
-    let first = G::PRE.first().copied().flatten();
-    for (c, (fc, nc)) in frame.chunks(STAGE).zip(nexts.chunks_mut(STAGE)).enumerate() {
-        let n = fc.len();
-        for (i, (key, &bi)) in keys.iter_mut().zip(fc).enumerate() {
-            if let Some(&a) = frame.get(c * STAGE + i + 2) {
-                arena.prefetch(a);
-            }
-            // SAFETY: exclusive ownership of the frame's indices, all in the arena (checked
-            // above), one view at a time.
-            let mut b = unsafe { arena.buffer_unchecked(bi) };
-            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            *key = G::key_first_buf(ts, sh, now, &mut b, rx, len);
-        }
-        lookup_batch(ts, first, &keys, &mut ids, n);
-        for ((nx, &bi), &id) in nc.iter_mut().zip(fc).zip(&ids) {
-            // SAFETY: as above.
-            let mut b = unsafe { arena.buffer_unchecked(bi) };
-            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, id);
-            parse_count(cx, pe);
-            *nx = sent.next(cx, &mut b, o);
-        }
+    let first = G::PRE.first().copied().flatten().map(usize::from);
+    let table = first.and_then(|t| ts.tables.get(t));
+    // Records of a large table miss the cache too: the guess prefetches its record (a
+    // table whose entries share a few records keeps them in cache). Records in use, not
+    // `recs.len()`, which only grows (freed records stay until reused).
+    let big = table.is_some_and(|t| t.recs_in_use() >= SPLIT_ENTRIES);
+    // A DIR-24-8 looked up directly (its shared read side, so the lookup borrows nothing
+    // the packets change), any other index through the table.
+    match table.and_then(|t| t.lpm32()).map(|l| l.table().clone()) {
+        Some(l) => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |_, k| {
+            l.lookup(k as u32)
+        }),
+        None => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |ts, k| {
+            first
+                .and_then(|t| ts.tables.get(t))
+                .and_then(|t| t.lookup64(k))
+        }),
     }
+}
+
+/// [`frame_staged`]'s pass with `look` as the first table's lookup.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn pipelined<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+    first: Option<usize>,
+    big: bool,
+    look: impl Fn(&ThreadState, u64) -> Option<u32>,
+) {
+    let arena = cx.arena();
+    let now = (cx.now_secs() * 1e9) as u64;
+    let mut sent = Sent::default();
+    // The frame's buffer addresses, resolved once (a compare when `ethernet-input` handed
+    // this frame on whole: it resolved it into the thread's scratch) and checked there.
+    let mut scratch = cx.take_frame_scratch();
+    let addrs = &mut scratch.addrs;
+    arena.resolve(frame, SCRATCH_AHEAD, addrs);
+    let addrs = &*addrs;
+    let guess = |ts: &ThreadState, i: usize| {
+        let &bi = frame.get(i)?;
+        // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs` above
+        // (`i` is below the frame's length); this view ends before any other is made.
+        let b = unsafe { arena.buffer_at(addrs, i, bi) };
+        let k = G::key_guess_buf(&b)?;
+        let id = look(ts, k);
+        if big {
+            if let Some(t) = first.and_then(|t| ts.tables.get(t)) {
+                t.prefetch_rec(id);
+            }
+        }
+        Some((k, id))
+    };
+    let packets = nexts.iter_mut().zip(frame);
+    stage_ring!(ts, guess, None, packets, |i, (nx, &bi), pre| {
+        // Past the frame's end the addresses repeat the last packet's (`SCRATCH_AHEAD`
+        // of them, more than `STAGE + 2`).
+        addrs.prefetch(i + STAGE + 2, true);
+    } {
+        // SAFETY: as above; one view at a time.
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+        let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
+        let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, pre);
+        parse_count(cx, pe);
+        *nx = sent.next(cx, &mut b, o);
+    });
+    cx.put_frame_scratch(scratch);
     sent.count(cx);
 }
 
-/// One packet through [`frame_staged`]'s two passes (`key_first`, the lookup, then
-/// `packet_pre`), for tests; `packet` when the program does not stage.
+/// The staged loop's order ([`frame_staged`]): `guess($s, j)` for packets `0..STAGE`
+/// first (into a ring of `STAGE` slots, each starting as `$none`), then for each packet
+/// `$i` of `$packets` (bound to `$p`) `$first`, the guess of packet `$i + STAGE` into the
+/// ring and `$body` with `$pre` the guess made for packet `$i` itself (`guess` answers for
+/// indices past the frame too). A macro, so the loop is the one written out: 223.1
+/// instructions per packet in the router's node at 1 route as before it was factored out
+/// (a function taking closures, or the prefetch after the guess: 225–226).
+macro_rules! stage_ring {
+    (
+        $s:ident, $guess:ident, $none:expr, $packets:expr,
+        |$i:ident, $p:pat, $pre:ident| $first:block $body:block
+    ) => {{
+        let mut ring = [$none; STAGE];
+        for (j, g) in ring.iter_mut().enumerate() {
+            *g = $guess($s, j);
+        }
+        for ($i, $p) in $packets.enumerate() {
+            $first
+            let $pre = std::mem::replace(&mut ring[$i % STAGE], $guess($s, $i + STAGE));
+            $body
+        }
+    }};
+}
+// Used above its definition, in `pipelined`.
+use stage_ring;
+
+/// One packet as [`frame_staged`] runs it (its key guessed and looked up, then
+/// `packet_pre` on the guess), for tests; `packet` when the program does not guess.
 pub fn packet_staged<G: crate::gen::rt::Generated>(
     ts: &mut ThreadState,
     sh: &Shared,
@@ -684,14 +757,30 @@ pub fn packet_staged<G: crate::gen::rt::Generated>(
     inport: u32,
     plen: u32,
 ) -> (VOut, ParseEnd) {
-    if !G::REPARSE {
+    if !G::GUESS {
         return G::packet(ts, sh, now, d, inport, plen);
     }
-    let key = G::key_first(ts, sh, now, d, inport, plen);
-    // Four: `lookup_batch` looks a DIR-24-8 up four keys at a time.
-    let mut id = [None; 4];
-    lookup_batch(ts, G::PRE.first().copied().flatten(), &[key; 4], &mut id, 1);
-    G::packet_pre(ts, sh, now, d, inport, plen, id[0])
+    let first = G::PRE.first().copied().flatten().map(usize::from);
+    let pre = G::key_guess(d).map(|k| {
+        let t = first.and_then(|t| ts.tables.get(t));
+        (k, t.and_then(|t| t.lookup64(k)))
+    });
+    G::packet_pre(ts, sh, now, d, inport, plen, pre)
+}
+
+/// [`packet_staged`] on a wrong guess: a key the packet's is not, paired with a miss, so
+/// a packet that used it would take the first table's default action (tests: a guess is
+/// used only for its own key).
+pub fn packet_misguessed<G: crate::gen::rt::Generated>(
+    ts: &mut ThreadState,
+    sh: &Shared,
+    now: u64,
+    d: &mut [u8],
+    inport: u32,
+    plen: u32,
+) -> (VOut, ParseEnd) {
+    let pre = G::key_guess(d).map(|k| (!k, None));
+    G::packet_pre(ts, sh, now, d, inport, plen, pre)
 }
 
 /// The ids of the first `n` keys in table `table` (none when it has no table): four at a
@@ -758,25 +847,30 @@ fn seg_pass<G: crate::gen::rt::Generated>(
 ) {
     let arena = cx.arena();
     let n = frame.len().min(FRAME_SIZE);
+    let frame = &frame[..n];
+    // The frame's buffer addresses, resolved once (see `pipelined`).
+    let mut scratch = cx.take_frame_scratch();
+    let addrs = &mut scratch.addrs;
+    arena.resolve(frame, SCRATCH_AHEAD, addrs);
+    let addrs = &*addrs;
     let mut keys = [0u64; FRAME_SIZE];
-    for (i, (key, &bi)) in keys.iter_mut().zip(&frame[..n]).enumerate() {
-        if let Some(&a) = frame.get(i + 2) {
-            arena.prefetch(a);
-            if let Some(s) = sts.get(a.0 as usize) {
-                sluice_infra::prefetch(s);
-            }
+    for (i, (key, &bi)) in keys.iter_mut().zip(frame).enumerate() {
+        addrs.prefetch(i + 2, true);
+        if let Some(s) = frame.get(i + 2).and_then(|a| sts.get(a.0 as usize)) {
+            sluice_infra::prefetch(s);
         }
-        // SAFETY: exclusive ownership of the frame's indices, one view at a time.
-        let mut b = unsafe { arena.buffer(bi) };
+        // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs`
+        // above; one view at a time.
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
         let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
         let s = &mut sts[bi.0 as usize];
         *key = G::seg_key(ts, sh, now, k, s, b.data_mut(), rx, len);
     }
     let mut ids = [None; FRAME_SIZE];
     lookup_batch(ts, G::PRE.get(k).copied().flatten(), &keys, &mut ids, n);
-    for ((nx, &bi), &id) in nexts.iter_mut().zip(&frame[..n]).zip(&ids) {
-        // SAFETY: exclusive ownership of the frame's indices, one view at a time.
-        let mut b = unsafe { arena.buffer(bi) };
+    for (i, ((nx, &bi), &id)) in nexts.iter_mut().zip(frame).zip(&ids).enumerate() {
+        // SAFETY: as above.
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
         let s = &mut sts[bi.0 as usize];
         let (o, pe) = G::seg_run(ts, sh, k, s, b.data_mut(), id);
         if k == 0 {
@@ -791,6 +885,7 @@ fn seg_pass<G: crate::gen::rt::Generated>(
             }
         };
     }
+    cx.put_frame_scratch(scratch);
 }
 
 /// The forwarded and punted packets of a frame run by the vector executor or generated
@@ -963,5 +1058,33 @@ mod tests {
         assert!(Side::new(Mode::Auto, Some(g), g.segs, 8).gen.is_some());
         assert!(Side::new(Mode::Multi, Some(g), g.segs, 8).gen.is_some());
         assert_eq!(Side::new(Mode::Multi, None, 2, 8).ctxs.len(), 8);
+    }
+
+    /// The staged loop runs each packet on the guess made for that packet, each guess
+    /// made `STAGE` packets ahead of its packet, over frames shorter and longer than a
+    /// stage.
+    #[test]
+    fn stage_ring_pairs_each_packet_with_its_own_guess() {
+        use super::STAGE;
+        use std::cell::RefCell;
+        for n in [0, 1, STAGE - 1, STAGE, STAGE + 1, 3 * STAGE + 2, 256] {
+            // The packets guessed for, in order, and the packets run.
+            let guessed = RefCell::new(Vec::new());
+            let mut ran = Vec::new();
+            let s = &mut ();
+            let guess = |_: &mut (), j: usize| {
+                guessed.borrow_mut().push(j);
+                Some(j)
+            };
+            stage_ring!(s, guess, None, 0..n, |i, p, pre| {} {
+                assert_eq!(i, p);
+                assert_eq!(pre, Some(i), "packet {i} of {n} ran on another's guess");
+                // Packet `i + STAGE`'s guess is made before packet `i` runs.
+                assert_eq!(guessed.borrow().len(), i + STAGE + 1, "{n}: at {i}");
+                ran.push(i);
+            });
+            assert_eq!(ran, (0..n).collect::<Vec<_>>());
+            assert_eq!(guessed.into_inner(), (0..n + STAGE).collect::<Vec<_>>());
+        }
     }
 }

@@ -672,3 +672,88 @@ fn direct_meter_cells_are_the_tables_meter() {
         assert_eq!(c.execute(1000, 0), GREEN);
     }
 }
+
+/// `p4 load` and `p4 unload` wait for every worker to take the program (or drop it) within
+/// `Vlib::thread_wait`: a worker that does not is an error naming it (`NotTaken`), not Ok
+/// with that worker running the old program. A load is undone on every thread (the worker
+/// drops it once it takes the queued changes); an unload stays done.
+#[test]
+fn load_and_unload_name_a_worker_that_does_not_take_them() {
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Duration;
+    let a = common::runtime_with_workers(1);
+    let (mut vm, t) = (a.vm, a.cli);
+    let file = std::env::temp_dir().join(format!("p4-not-taken-{}.p4", std::process::id()));
+    std::fs::write(&file, TWO_TS).unwrap();
+    t.execute(&mut vm, &format!("p4 load {} name d", file.display()))
+        .unwrap();
+    let prog = |vm: &mut sluice_graph::Vlib, n: &str| {
+        sluice_p4::control::program(vm, n).map(|p| p.nodes.clone())
+    };
+    let d_nodes = prog(&mut vm, "d").unwrap();
+    vm.set_thread_wait(Duration::from_millis(200));
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let g2 = gate.clone();
+    // The worker waits for the gate (at most 30 s), past the 200 ms it is given.
+    let block = move |_: &mut (), thread: usize, _: &mut sluice_p4::node::NodeState| {
+        if thread == 0 {
+            return;
+        }
+        let (m, cv) = &*g2;
+        let open = m.lock().unwrap();
+        let _ = cv
+            .wait_timeout_while(open, Duration::from_secs(30), |open| !*open)
+            .unwrap();
+    };
+    let r = sluice_p4::control::over_threads(&mut vm, d_nodes.clone(), (), block, |_, _| ());
+    assert!(r.is_err(), "the worker is blocked");
+    let e = t
+        .execute(&mut vm, &format!("p4 load {} name e", file.display()))
+        .expect_err("the worker did not take `e'")
+        .to_string();
+    assert_eq!(
+        e,
+        "P4 program `e' not loaded: thread(s) 1 did not take it within 0.2 s"
+    );
+    assert!(prog(&mut vm, "e").is_err(), "`e' is not loaded");
+    let spec = sluice_p4::control::LoadSpec::new(file.display().to_string());
+    let e = sluice_p4::control::load(
+        &mut vm,
+        sluice_p4::control::LoadSpec {
+            name: Some("f".into()),
+            ..spec
+        },
+    )
+    .expect_err("not taken");
+    assert_eq!(sluice_p4::api::retval(&e), sluice_api::Retval::SystemError);
+    let e = t
+        .execute(&mut vm, "p4 unload d")
+        .expect_err("the worker did not drop `d'")
+        .to_string();
+    assert_eq!(
+        e,
+        "P4 program `d' unloaded, but thread(s) 1 did not take the change within 0.2 s: they run it until they do"
+    );
+    assert!(prog(&mut vm, "d").is_err(), "`d' is unloaded");
+    std::fs::remove_file(&file).unwrap();
+    // The worker answers again: the changes queued for it run in order, and no thread
+    // has any of the programs.
+    vm.set_thread_wait(sluice_graph::Vlib::THREAD_WAIT);
+    let (m, cv) = &*gate;
+    *m.lock().unwrap() = true;
+    cv.notify_all();
+    let ids: Vec<_> = ["p4-d", "p4-e", "p4-f"]
+        .iter()
+        .map(|n| vm.registry.lookup(n).expect("the program's node stays"))
+        .collect();
+    let loaded = sluice_p4::control::over_threads(
+        &mut vm,
+        ids,
+        0usize,
+        |a: &mut usize, _, _: &mut sluice_p4::node::NodeState| *a += 1,
+        |a, b| *a += b,
+    );
+    assert_eq!(loaded.unwrap(), 0, "program states left on the threads");
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0);
+}

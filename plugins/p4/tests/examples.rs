@@ -392,7 +392,7 @@ mod robustness {
     }
 }
 
-/// `Program::parse_verify_stateless` (the staged single node's precondition): true for the
+/// `Program::parse_verify_stateless` (what auto mode's split of a frame needs): true for the
 /// examples, false when verify reads a register or executes a meter (directly or in an
 /// action it calls).
 #[test]

@@ -375,8 +375,9 @@ fn auto_splits_at_a_large_second_table() {
     assert!(split > 0 && single == 0, "{show}");
 }
 
-/// The single node runs in stages (`node::frame_staged`: the group's keys and LPM
-/// lookups first, then each packet's pipeline on its entry), with a large first table and
+/// The single node runs in stages (`node::frame_staged`: each packet's first-table key
+/// guessed and looked up `node::STAGE` packets ahead, then its pipeline on that guess,
+/// in one pass), with a large first table and
 /// a small one: byte-identical to the native path over more packets than one stage holds,
 /// and `show p4 program` counts the staged frames.
 #[test]

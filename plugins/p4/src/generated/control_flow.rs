@@ -310,15 +310,15 @@ impl Generated for Prog {
         match b.head_mut::<14>() { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, b.data_mut(), inport, plen) }
     }
 
-    const REPARSE: bool = false;
+    const GUESS: bool = false;
 
     #[inline(always)]
-    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
-        0
+    fn key_guess(d: &[u8]) -> Option<u64> {
+        None
     }
 
     #[inline(always)]
-    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<(u64, Option<u32>)>) -> (VOut, ParseEnd) {
         Self::packet(ts, sh, now, d, inport, plen)
     }
 

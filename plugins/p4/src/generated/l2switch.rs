@@ -197,23 +197,23 @@ impl Prog {
         Self::fin(ts, sh, s, d)
     }
 
-    /// The first ingress table's key, after the parser and verify.
+    /// A guess of the first ingress table's key from the packet's first bytes (the
+    /// fields where the parser puts them, before it runs).
     #[inline(always)]
-    fn run_key(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
-        let s = &mut Self::init(inport, plen, now);
-        Self::parse(ts, sh, s, d);
-        Self::key0(s, d)
+    fn guess_key(d: &[u8]) -> u64 {
+        (rd::<6>(d, true, 6, 0, 0xffffffffffff))
     }
 
-    /// The whole pipeline with the first ingress table looked up already.
+    /// The whole pipeline with the first ingress table looked up on a guess of its key.
     #[inline(always)]
-    fn run_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+    fn run_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<(u64, Option<u32>)>) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         'ingress: {
             { // table smac
                 let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
-                let id = pre;
+                let k = (rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff));
+                let id = match pre { Some((g, x)) if g == k => x, _ => t.lookup64(k) };
                 let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
@@ -265,29 +265,29 @@ impl Generated for Prog {
     }
 
     #[inline(always)]
+    fn key_guess_buf(b: &Buffer<'_>) -> Option<u64> {
+        b.head::<14>().map(|h| Self::guess_key(h))
+    }
+
+    #[inline(always)]
     fn packet_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> (VOut, ParseEnd) {
         match b.head_mut::<14>() { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, b.data_mut(), inport, plen) }
     }
 
     #[inline(always)]
-    fn key_first_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> u64 {
-        match b.head_mut::<14>() { Some(h) => Self::run_key(ts, sh, now, h, inport, plen), None => Self::run_key(ts, sh, now, b.data_mut(), inport, plen) }
-    }
-
-    #[inline(always)]
-    fn packet_pre_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+    fn packet_pre_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32, pre: Option<(u64, Option<u32>)>) -> (VOut, ParseEnd) {
         match b.head_mut::<14>() { Some(h) => Self::run_pre(ts, sh, now, h, inport, plen, pre), None => Self::run_pre(ts, sh, now, b.data_mut(), inport, plen, pre) }
     }
 
-    const REPARSE: bool = true;
+    const GUESS: bool = true;
 
     #[inline(always)]
-    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
-        match d.get_mut(..14) { Some(h) => Self::run_key(ts, sh, now, h, inport, plen), None => Self::run_key(ts, sh, now, d, inport, plen) }
+    fn key_guess(d: &[u8]) -> Option<u64> {
+        d.get(..14).map(|h| Self::guess_key(h))
     }
 
     #[inline(always)]
-    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<(u64, Option<u32>)>) -> (VOut, ParseEnd) {
         match d.get_mut(..14) { Some(h) => Self::run_pre(ts, sh, now, h, inport, plen, pre), None => Self::run_pre(ts, sh, now, d, inport, plen, pre) }
     }
 

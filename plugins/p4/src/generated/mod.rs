@@ -37,14 +37,17 @@ pub struct GenEntry {
     pub fingerprint: (u64, usize),
     /// The node's frame function, monomorphised for the program.
     pub frame: FrameFn,
-    /// The same in stages (`node::frame_staged`), the first table's lookups batched.
+    /// The same in stages (`node::frame_staged`), the first table looked up ahead on
+    /// guessed keys.
     pub staged: FrameFn,
-    /// Whether `staged` may run ([`crate::gen::rt::Generated::REPARSE`]).
-    pub reparse: bool,
+    /// Whether `staged` may run ([`crate::gen::rt::Generated::GUESS`]).
+    pub guess: bool,
     /// The whole pipeline on one packet (tests compare it with the interpreters).
     pub packet: PacketFn,
     /// The same as the staged node runs it (`node::packet_staged`).
     pub packet_staged: PacketFn,
+    /// The staged node's entry point on a wrong guess (`node::packet_misguessed`, tests).
+    pub packet_misguessed: PacketFn,
     /// Multi-node segments the generated code has (its ingress phases).
     pub segs: usize,
     /// One multi-node segment on a frame (`node::frame_segment_generated`).
@@ -85,9 +88,10 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: router::FINGERPRINT,
         frame: crate::node::frame_generated::<router::Prog>,
         staged: crate::node::frame_staged::<router::Prog>,
-        reparse: <router::Prog as crate::gen::rt::Generated>::REPARSE,
+        guess: <router::Prog as crate::gen::rt::Generated>::GUESS,
         packet: <router::Prog as crate::gen::rt::Generated>::packet,
         packet_staged: crate::node::packet_staged::<router::Prog>,
+        packet_misguessed: crate::node::packet_misguessed::<router::Prog>,
         segs: <router::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<router::Prog>,
         states: crate::node::gen_states::<router::Prog>,
@@ -99,9 +103,10 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: l2switch::FINGERPRINT,
         frame: crate::node::frame_generated::<l2switch::Prog>,
         staged: crate::node::frame_staged::<l2switch::Prog>,
-        reparse: <l2switch::Prog as crate::gen::rt::Generated>::REPARSE,
+        guess: <l2switch::Prog as crate::gen::rt::Generated>::GUESS,
         packet: <l2switch::Prog as crate::gen::rt::Generated>::packet,
         packet_staged: crate::node::packet_staged::<l2switch::Prog>,
+        packet_misguessed: crate::node::packet_misguessed::<l2switch::Prog>,
         segs: <l2switch::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<l2switch::Prog>,
         states: crate::node::gen_states::<l2switch::Prog>,
@@ -113,9 +118,10 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: control_flow::FINGERPRINT,
         frame: crate::node::frame_generated::<control_flow::Prog>,
         staged: crate::node::frame_staged::<control_flow::Prog>,
-        reparse: <control_flow::Prog as crate::gen::rt::Generated>::REPARSE,
+        guess: <control_flow::Prog as crate::gen::rt::Generated>::GUESS,
         packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
         packet_staged: crate::node::packet_staged::<control_flow::Prog>,
+        packet_misguessed: crate::node::packet_misguessed::<control_flow::Prog>,
         segs: <control_flow::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<control_flow::Prog>,
         states: crate::node::gen_states::<control_flow::Prog>,
@@ -127,9 +133,10 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: firewall::FINGERPRINT,
         frame: crate::node::frame_generated::<firewall::Prog>,
         staged: crate::node::frame_staged::<firewall::Prog>,
-        reparse: <firewall::Prog as crate::gen::rt::Generated>::REPARSE,
+        guess: <firewall::Prog as crate::gen::rt::Generated>::GUESS,
         packet: <firewall::Prog as crate::gen::rt::Generated>::packet,
         packet_staged: crate::node::packet_staged::<firewall::Prog>,
+        packet_misguessed: crate::node::packet_misguessed::<firewall::Prog>,
         segs: <firewall::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<firewall::Prog>,
         states: crate::node::gen_states::<firewall::Prog>,
