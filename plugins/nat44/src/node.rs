@@ -28,9 +28,9 @@
 //! address) is a candidate and its flow digest is computed (in a table of more than
 //! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched); (2) the candidates' digests are
 //! looked up together (`Table::probe_many`, bucket prefetches overlapping; the session
-//! of the hit [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop), each hit
-//! confirmed by its session's full tuple, checked for expiry and translated at once (no
-//! session is freed before pass 3, so every hit of pass 2 is live); (3) in frame order,
+//! of the hit [`SESSION_AHEAD`] candidates on prefetched), each hit confirmed by its
+//! session's full tuple, checked for expiry and translated at once (no session is freed
+//! before pass 3, so every hit of pass 2 is live); (3) in frame order,
 //! the packets pass 2 did not translate: a miss taken before a session was created and an
 //! expired session are looked up again; every other packet takes the per-packet path above
 //! with its parse reused, and a candidate's without a second lookup (session creation,
@@ -115,11 +115,12 @@ const PORT_ATTEMPTS: usize = 32;
 const FRAME_EXPIRE: usize = 8;
 
 /// How many candidates ahead the lookup pass prefetches a hit's session (8: at 100k
-/// sessions 4 left part of the miss exposed; 8, 12 and 16 measured alike, docs/nat.md).
+/// sessions it measured best of 4, 8, 12 and 16, docs/nat.md).
 const SESSION_AHEAD: usize = 8;
 
-/// Live sessions from which pass 1 prefetches each candidate's table bucket: about where
-/// the sessions' buckets and records (some 400 bytes each) outgrow a core's L2 cache.
+/// Live sessions from which pass 1 prefetches each candidate's table bucket. An estimate,
+/// not measured (only 1k sessions, where it costs, and 100k, where it gains, were): about
+/// where the sessions' buckets and records (some 400 bytes each) outgrow a core's L2 cache.
 const PREFETCH_BUCKETS_FROM: usize = 2048;
 
 /// The per-thread instance.
@@ -783,7 +784,7 @@ impl NodeFn for NatNode {
                     let d = w.table.digest(side, &t, fib);
                     // Its bucket, so that pass 2's probe finds it in cache: the rest of
                     // the frame's parse overlaps the miss. Only for a table larger than
-                    // the caches; in a small one it is 10 instructions for nothing.
+                    // the caches; in a small one it is about 13 instructions for nothing.
                     if far {
                         w.table.prefetch_bucket(d);
                     }
@@ -822,11 +823,6 @@ impl NodeFn for NatNode {
         let vals = &mut vals[..nc];
         pc.table.probe_many(&digests[..nc], vals);
         let mut translated = 0;
-        // The first `SESSION_AHEAD` hits' sessions before the loop (the loop prefetches
-        // the one `SESSION_AHEAD` on): no hit of the frame waits for its session.
-        for &v in vals.iter().take(SESSION_AHEAD).flatten() {
-            pc.table.prefetch(v);
-        }
         for (k, c) in cands.iter_mut().enumerate() {
             // The session of the hit `SESSION_AHEAD` on, so that its miss (a table larger
             // than the caches) overlaps this one's work.
