@@ -1172,4 +1172,84 @@ mod tests {
         h.vm.stop_workers();
         h.assert_no_leaks();
     }
+
+    /// With more than `PREFETCH_BUCKETS_FROM` live sessions pass 1 prefetches each
+    /// candidate's bucket: the established flows are still found and translated as when
+    /// their sessions were created (the same outside address and port, the bytes alike).
+    #[test]
+    fn a_table_past_the_bucket_prefetch_threshold_translates_its_hits() {
+        let entry = PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let n = PREFETCH_BUCKETS_FROM + 1;
+        let (mut vm, _cli) = configured(
+            &[entry],
+            0,
+            1024,
+            &[
+                "create packet-generator interface pg0",
+                "create packet-generator interface pg1",
+                "set interface ip address pg0 10.0.0.1/24",
+                "set interface ip address pg1 10.0.1.1/24",
+                "set interface state pg0 up",
+                "set interface state pg1 up",
+                "nat44 plugin enable sessions 4096",
+                "nat44 add address 10.0.1.100",
+                "set interface nat44 in pg0 out pg1",
+            ],
+        );
+        let pg0 = vm
+            .ext_mut::<sluice_vnet::Interfaces>()
+            .find("pg0")
+            .expect("pg0")
+            .0;
+        let shared = vm.ext_mut::<NatMain>().shared.clone();
+        let mut h = Harness::new(vm, crate::IN2OUT);
+        let rx = |m: &mut BufferHeader| m.rx_if = pg0;
+        let pkts: Vec<Vec<u8>> = (0..n)
+            .map(|k| {
+                pkt(&format!(
+                    "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
+                    1000 + k
+                ))
+            })
+            .collect();
+        let run = |h: &mut Harness| {
+            for f in pkts.chunks(FRAME_SIZE) {
+                h.run_with(f, rx);
+            }
+            let out: Vec<Vec<u8>> = h.arc("ip4-lookup").into_iter().map(|c| c.data).collect();
+            h.clear();
+            out
+        };
+        // Round 1 creates the sessions (pass 3), round 2 finds them all (pass 2), each
+        // candidate's bucket prefetched in pass 1.
+        let created = run(&mut h);
+        h.assert_counters(&[("session_created", n as u64), ("translated", n as u64)]);
+        let live = {
+            let g = lock(&shared.workers()[0]);
+            g.as_ref().expect("NAT enabled").table.len()
+        };
+        assert!(live > PREFETCH_BUCKETS_FROM, "{live} sessions");
+        let hits = run(&mut h);
+        h.assert_counters(&[("session_created", n as u64), ("translated", 2 * n as u64)]);
+        assert_eq!(hits.len(), n);
+        assert!(
+            hits == created,
+            "a hit translates as its session's creation did"
+        );
+        let mut ports: Vec<u16> = hits
+            .iter()
+            .map(|d| {
+                assert_eq!(d[12..16], [10, 0, 1, 100], "outside address");
+                u16::from_be_bytes([d[20], d[21]])
+            })
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), n, "one outside port per session");
+        assert!(h.drops().is_empty());
+        h.assert_no_leaks();
+    }
 }

@@ -667,7 +667,10 @@ mod tests {
             };
             assert_eq!(
                 (t.sport, t.dport),
-                (u16::from_be_bytes([d[20], d[21]]), t.dport)
+                (
+                    u16::from_be_bytes([d[20], d[21]]),
+                    u16::from_be_bytes([d[22], d[23]])
+                )
             );
             let new = Tuple {
                 src: a([192, 0, 2, 1]),
