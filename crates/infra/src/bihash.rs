@@ -719,6 +719,18 @@ impl BihashTable {
         }
     }
 
+    /// Hints the CPU to fetch `key`'s home bucket (both its lines: meta and keys, values)
+    /// ahead of a lookup of it, for callers that know their keys long before they look them
+    /// up (a frame's parse pass): the lookup then finds the bucket in cache. No effect on
+    /// the table; a key stored away from its home costs its later buckets' misses as usual.
+    #[inline(always)]
+    pub fn prefetch(&self, key: u64) {
+        let a = self.array();
+        let p = a.buckets.as_ptr().wrapping_add(a.home(key)) as *const u8;
+        crate::prefetch(p);
+        crate::prefetch(p.wrapping_add(64));
+    }
+
     /// Buckets of the published array.
     pub fn buckets(&self) -> usize {
         self.array().buckets.len()
@@ -1497,6 +1509,26 @@ mod tests {
         let mut out = vec![Some(7); 10];
         t.lookup_many(&keys[..4], &mut out);
         assert_eq!(&out[4..], &[Some(7); 6], "only four keys looked up");
+    }
+
+    /// A smoke test: prefetching any key's bucket (present, absent, the range's edges) neither
+    /// panics nor changes what lookups find. (Whether the hint fetches anything is not
+    /// observable here; the NAT benchmark at 100k sessions shows it.)
+    #[test]
+    fn prefetch_of_any_key_is_harmless() {
+        let e = Epochs::new(1);
+        let mut h = Bihash::with_limit_prehashed(64, 64);
+        for i in 0..40u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let t = h.table();
+        for k in [0, u64::MAX, mix(3), mix(1000)] {
+            t.prefetch(k);
+        }
+        for i in 0..40u64 {
+            assert_eq!(t.lookup(mix(i)), Some(i));
+        }
+        assert_eq!(t.lookup(mix(1000)), None);
     }
 
     #[derive(Debug, Clone)]

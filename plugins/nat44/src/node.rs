@@ -25,16 +25,18 @@
 //!
 //! Frame processing (both nodes), three passes: (1) parse every packet; a TCP/UDP/echo
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
-//! address) is a candidate and its flow digest is computed; (2) the candidates' digests are
-//! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit
-//! confirmed by its session's full tuple, checked for expiry and translated at once (no
-//! session is freed before pass 3, so every hit of pass 2 is live); (3) in frame order,
-//! the packets pass 2 did not translate: a miss taken before a session was created and an
-//! expired session are looked up again; every other packet takes the per-packet path above
-//! with its parse reused, and a candidate's without a second lookup (session creation,
-//! ICMP errors, pass-through, handoff). Each packet's next arc is written at its frame
-//! position, and the frame is enqueued as it came unless a packet was handed off. The
-//! thread's table lock is taken once per frame.
+//! address) is a candidate and its flow digest is computed (in a table of more than
+//! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched); (2) the candidates' digests are
+//! looked up together (`Table::probe_many`, bucket prefetches overlapping; the session
+//! of the hit [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop),
+//! each hit confirmed by its session's full tuple, checked for expiry and translated at
+//! once (no session is freed before pass 3, so every hit of pass 2 is live); (3) in frame
+//! order, the packets pass 2 did not translate: a miss taken before a session was created
+//! and an expired session are looked up again; every other packet takes the per-packet
+//! path above with its parse reused, and a candidate's without a second lookup (session
+//! creation, ICMP errors, pass-through, handoff). Each packet's next arc is written at its
+//! frame position, and the frame is enqueued as it came unless a packet was handed off.
+//! The thread's table lock is taken once per frame.
 //!
 //! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff`
 //! (info: packets the owner's handoff queue took); drops (all through `error-drop`):
@@ -112,8 +114,14 @@ const PORT_ATTEMPTS: usize = 32;
 /// Expired sessions each frame frees at most (the `nat44-ed-walk` process does the rest).
 const FRAME_EXPIRE: usize = 8;
 
-/// How many candidates ahead the lookup pass prefetches a hit's session.
-const SESSION_AHEAD: usize = 4;
+/// How many candidates ahead the lookup pass prefetches a hit's session (8: at 100k
+/// sessions it measured best of 4, 8, 12 and 16, docs/nat.md).
+const SESSION_AHEAD: usize = 8;
+
+/// Live sessions from which pass 1 prefetches each candidate's table bucket. An estimate,
+/// not measured (only 1k sessions, where it costs, and 100k, where it gains, were): about
+/// where the sessions' buckets and records (some 400 bytes each) outgrow a core's L2 cache.
+const PREFETCH_BUCKETS_FROM: usize = 2048;
 
 /// The per-thread instance.
 pub struct NatNode {
@@ -746,6 +754,7 @@ impl NodeFn for NatNode {
         // an external address) is a candidate for the batched session lookup.
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
         let mut nc = 0;
+        let far = w.table.len() > PREFETCH_BUCKETS_FROM;
         for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
             // Past the frame's end the addresses repeat the last packet's.
             addrs.prefetch(i + 2, true);
@@ -772,7 +781,14 @@ impl NodeFn for NatNode {
                 if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
                     // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
                     // panics rather than losing the packet's candidacy silently).
-                    digests[nc] = w.table.digest(side, &t, fib);
+                    let d = w.table.digest(side, &t, fib);
+                    // Its bucket, so that pass 2's probe finds it in cache: the rest of
+                    // the frame's parse overlaps the miss. Only for a table larger than
+                    // the caches; in a small one it is about 13 instructions for nothing.
+                    if far {
+                        w.table.prefetch_bucket(d);
+                    }
+                    digests[nc] = d;
                     cands[nc] = Cand {
                         t,
                         l4,
@@ -807,11 +823,16 @@ impl NodeFn for NatNode {
         let vals = &mut vals[..nc];
         pc.table.probe_many(&digests[..nc], vals);
         let mut translated = 0;
+        // The first `SESSION_AHEAD` hits' sessions before the loop (the loop prefetches
+        // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
+        // priming them; kept as it is at most 8 prefetches a frame, and without it the
+        // node measured 12 instructions a packet more at 1k (codegen, docs/nat.md).
+        for &v in vals.iter().take(SESSION_AHEAD).flatten() {
+            pc.table.prefetch(v);
+        }
         for (k, c) in cands.iter_mut().enumerate() {
             // The session of the hit `SESSION_AHEAD` on, so that its miss (a table larger
-            // than the caches) overlaps this one's work. The first `SESSION_AHEAD` hits'
-            // sessions are not prefetched before the loop: at most 4 of a frame's up to 256
-            // hits; not measured (would need 100k-session wall clocks alternated with this).
+            // than the caches) overlaps this one's work.
             if let Some(&Some(a)) = vals.get(k + SESSION_AHEAD) {
                 pc.table.prefetch(a);
             }
@@ -1121,6 +1142,86 @@ mod tests {
         assert_eq!(of(&other), want(&other), "thread 1's in frame order");
         assert!(h.drops().is_empty());
         h.vm.stop_workers();
+        h.assert_no_leaks();
+    }
+
+    /// With more than `PREFETCH_BUCKETS_FROM` live sessions pass 1 prefetches each
+    /// candidate's bucket: the established flows are still found and translated as when
+    /// their sessions were created (the same outside address and port, the bytes alike).
+    #[test]
+    fn a_table_past_the_bucket_prefetch_threshold_translates_its_hits() {
+        let entry = PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let n = PREFETCH_BUCKETS_FROM + 1;
+        let (mut vm, _cli) = configured(
+            &[entry],
+            0,
+            1024,
+            &[
+                "create packet-generator interface pg0",
+                "create packet-generator interface pg1",
+                "set interface ip address pg0 10.0.0.1/24",
+                "set interface ip address pg1 10.0.1.1/24",
+                "set interface state pg0 up",
+                "set interface state pg1 up",
+                "nat44 plugin enable sessions 4096",
+                "nat44 add address 10.0.1.100",
+                "set interface nat44 in pg0 out pg1",
+            ],
+        );
+        let pg0 = vm
+            .ext_mut::<sluice_vnet::Interfaces>()
+            .find("pg0")
+            .expect("pg0")
+            .0;
+        let shared = vm.ext_mut::<NatMain>().shared.clone();
+        let mut h = Harness::new(vm, crate::IN2OUT);
+        let rx = |m: &mut BufferHeader| m.rx_if = pg0;
+        let pkts: Vec<Vec<u8>> = (0..n)
+            .map(|k| {
+                pkt(&format!(
+                    "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
+                    1000 + k
+                ))
+            })
+            .collect();
+        let run = |h: &mut Harness| {
+            for f in pkts.chunks(FRAME_SIZE) {
+                h.run_with(f, rx);
+            }
+            let out: Vec<Vec<u8>> = h.arc("ip4-lookup").into_iter().map(|c| c.data).collect();
+            h.clear();
+            out
+        };
+        // Round 1 creates the sessions (pass 3), round 2 finds them all (pass 2), each
+        // candidate's bucket prefetched in pass 1.
+        let created = run(&mut h);
+        h.assert_counters(&[("session_created", n as u64), ("translated", n as u64)]);
+        let live = {
+            let g = lock(&shared.workers()[0]);
+            g.as_ref().expect("NAT enabled").table.len()
+        };
+        assert!(live > PREFETCH_BUCKETS_FROM, "{live} sessions");
+        let hits = run(&mut h);
+        h.assert_counters(&[("session_created", n as u64), ("translated", 2 * n as u64)]);
+        assert_eq!(hits.len(), n);
+        assert!(
+            hits == created,
+            "a hit translates as its session's creation did"
+        );
+        let mut ports: Vec<u16> = hits
+            .iter()
+            .map(|d| {
+                assert_eq!(d[12..16], [10, 0, 1, 100], "outside address");
+                u16::from_be_bytes([d[20], d[21]])
+            })
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), n, "one outside port per session");
+        assert!(h.drops().is_empty());
         h.assert_no_leaks();
     }
 }

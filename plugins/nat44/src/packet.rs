@@ -224,8 +224,10 @@ pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
         return Err(Bad::NonFirstFragment.into());
     }
     let p = h[9];
-    let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
-    let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
+    // Both addresses as one big-endian word, the ports (below) too: the flow digest's words
+    // are these words (`session::key_words`), which the compiler then takes as they are.
+    let addrs = u64::from_be_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]);
+    let (src, dst) = ((addrs >> 32) as u32, addrs as u32);
     let l4 = ihl;
     if ihl < 20 {
         return Err(Bad::Truncated.into());
@@ -241,11 +243,12 @@ pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
                 let l = l4_header::<8>(d, l4)?;
                 ([l[0], l[1], l[2], l[3]], L4::Udp)
             };
+            let ports = u32::from_be_bytes(l);
             let t = Tuple {
                 src,
                 dst,
-                sport: u16::from_be_bytes([l[0], l[1]]),
-                dport: u16::from_be_bytes([l[2], l[3]]),
+                sport: (ports >> 16) as u16,
+                dport: ports as u16,
                 proto: p,
             };
             Ok((t, l4, kind))
@@ -664,7 +667,10 @@ mod tests {
             };
             assert_eq!(
                 (t.sport, t.dport),
-                (u16::from_be_bytes([d[20], d[21]]), t.dport)
+                (
+                    u16::from_be_bytes([d[20], d[21]]),
+                    u16::from_be_bytes([d[22], d[23]])
+                )
             );
             let new = Tuple {
                 src: a([192, 0, 2, 1]),

@@ -426,6 +426,13 @@ impl Table {
         self.keys.table().lookup_many(digests, out);
     }
 
+    /// Hints the CPU to fetch the table bucket of `digest` (a [`Table::digest`]) ahead of
+    /// its [`Table::probe_many`].
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, digest: u64) {
+        self.keys.table().prefetch(digest);
+    }
+
     /// Hints the CPU to fetch the session of table value `v` (a [`Table::probe_many`]
     /// result) ahead of its [`Table::hit`].
     #[inline(always)]
