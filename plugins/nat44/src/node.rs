@@ -1150,13 +1150,9 @@ mod tests {
     /// their sessions were created (the same outside address and port, the bytes alike).
     #[test]
     fn a_table_past_the_bucket_prefetch_threshold_translates_its_hits() {
-        let entry = PluginEntry {
-            plugin: &PLUGIN,
-            enabled: true,
-        };
         let n = PREFETCH_BUCKETS_FROM + 1;
-        let (mut vm, _cli) = configured(
-            &[entry],
+        let (mut vm, _cli) = sluice_vnet::testing::configured(
+            &[enabled(&PLUGIN)],
             0,
             1024,
             &[

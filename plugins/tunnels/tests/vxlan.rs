@@ -797,7 +797,7 @@ fn vxlan4_decap_mode_and_state_changes_under_traffic() {
 /// decapsulating, and no buffer leaks.
 #[test]
 fn many_tunnels_deleted_under_traffic() {
-    let (mut vm, t) = setup(false);
+    let (mut vm, t, _) = setup(false);
     let mk = |v: u32| format!("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni {v}");
     for v in 100..164 {
         let name = cli(&mut vm, &t, &mk(v));
