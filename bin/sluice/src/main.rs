@@ -218,6 +218,21 @@ fn load_config(
     Ok(config::StartupConfig::default())
 }
 
+/// A warning when the polling threads (main and workers) outnumber the CPUs this process may
+/// run on and `poll-yield` is off: each thread keeps its CPU for its idle spin, so a thread
+/// woken by a handoff waits for one (measured with the host stack and `workers 2` on 2 vCPUs:
+/// 4–6 ms a wake-up, connection rates 7–13× lower than with `poll-yield`, docs/hoststack.md).
+fn oversubscribed(threads: usize, poll_yield: bool) -> Option<String> {
+    let cpus = std::thread::available_parallelism().ok()?.get();
+    (threads > cpus && !poll_yield).then(|| {
+        format!(
+            "cpu: {threads} polling threads (main and {} workers) on {cpus} CPUs: threads \
+             will wait for a CPU; set `unix {{ poll-yield }}` or fewer workers",
+            threads - 1
+        )
+    })
+}
+
 fn main() -> ExitCode {
     let o = Opts::parse();
     let plugins = sluice_plugins::all();
@@ -283,6 +298,9 @@ fn main() -> ExitCode {
     let _ = log::set_logger(Box::leak(Box::new(LogRef(logger.clone()))));
     logger.ring().configure(&cfg.logging);
     for w in &cfg.warnings {
+        log::warn!("{w}");
+    }
+    if let Some(w) = oversubscribed(cfg.cpu.workers.len() + 1, cfg.unix.poll_yield) {
         log::warn!("{w}");
     }
     install_signals();
@@ -547,4 +565,21 @@ fn run(
     }
     log::info!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::oversubscribed;
+
+    #[test]
+    fn more_polling_threads_than_cpus_warn_unless_poll_yield() {
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(oversubscribed(cpus, false), None);
+        let w = oversubscribed(cpus + 1, false).expect("one thread too many");
+        assert!(
+            w.contains("poll-yield") && w.contains(&format!("on {cpus} CPUs")),
+            "{w}"
+        );
+        assert_eq!(oversubscribed(cpus + 1, true), None);
+    }
 }
