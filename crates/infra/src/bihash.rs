@@ -69,16 +69,21 @@
 //!
 //! # Hash
 //!
-//! SipHash-1-3 (the algorithm behind std's `RandomState`), implemented here for a single
-//! 8-byte message, keyed with 128 bits drawn from `std::collections::hash_map::RandomState` for
-//! every array (so every table, and every rebuild of a table, gets a new key). Without the
-//! key, an attacker who controls the keys (source MACs on a bridge, 5-tuples of flows) cannot
-//! aim them at one bucket; and if bad luck ever fills a probe window at low load, the rebuild
-//! re-keys instead of growing. Cost: five SipRounds, about 70 ALU operations, measured at
-//! about 17 cycles per key in throughput (6.5 ns at 2.6 GHz) with a somewhat longer latency;
-//! [`BihashTable::lookup_x4`] runs four independent hash chains that overlap. A keyed
-//! multiply-xorshift would be about three times cheaper but has no cryptanalysis behind it;
-//! SipHash is the conservative choice for tables fed by untrusted packets.
+//! [`FoldedKeyHash`] of the 8-byte key (two folded 64×64→128-bit multiplies, as wyhash and
+//! foldhash do: `fold(fold(key ^ k0, k1) ^ k2, k3)`, where `fold` xors the product's halves),
+//! keyed with 256 bits drawn from `std::collections::hash_map::RandomState` for every array
+//! (so every table, and every rebuild of a table, gets a new key). Without the key, an
+//! attacker who controls the keys (source MACs on a bridge) cannot aim them at one bucket: no
+//! linear step precedes the first multiply, so which keys collide depends on the key; and if
+//! bad luck ever fills a probe window at low load, the rebuild re-keys instead of growing.
+//! Cost: about 8 instructions (two `mul`) instead of SipHash-1-3's 70 (five SipRounds,
+//! which this table used until issue 23's round 3: `lookup_many` went from 157 to 84
+//! instructions a key). MAC-shaped keys (sequential, differing in one or two bytes, one MAC in
+//! 65,536 bridge domains) spread over the buckets as random keys do (chi-square test in
+//! `mac_keys_spread_over_buckets`); a single fold does not (sequential keys put up to 31 keys
+//! in a bucket where random ones put 16). It has no cryptanalysis behind it as SipHash has:
+//! an attacker who could learn a table's key could aim keys at one bucket, which costs
+//! probes and, at worst, a re-keying rebuild; every hit is still an exact key compare.
 //!
 //! A table made with [`Bihash::with_limit_prehashed`] takes keys that are already digests of
 //! a secret-keyed hash (ACL and NAT44 sessions store [`FoldedKeyHash`] digests of their
@@ -187,8 +192,9 @@ fn sip_round(v: &mut [u64; 4]) {
     v[2] = v[2].rotate_left(32);
 }
 
-/// SipHash-C-D of the 8-byte little-endian message `m` under the key `(k0, k1)`.
-#[inline(always)]
+/// SipHash-C-D of the 8-byte little-endian message `m` under the key `(k0, k1)` (the
+/// tests' check of [`sip_round`] against std).
+#[cfg(test)]
 fn siphash_u64<const C: usize, const D: usize>(k0: u64, k1: u64, m: u64) -> u64 {
     let mut v = [
         k0 ^ 0x736f_6d65_7073_6575,
@@ -300,6 +306,13 @@ impl FoldedKeyHash {
     pub fn hash(&self, a: u64, b: u64) -> u64 {
         let h = folded_multiply(a ^ self.k[0], b ^ self.k[1]);
         folded_multiply(h ^ self.k[2], self.k[3])
+    }
+
+    /// The digest of the 8-byte key `a` (the same as `hash(a, 0)`): a [`Bihash`]'s hash of
+    /// its keys, about 8 instructions.
+    #[inline(always)]
+    pub fn hash_u64(&self, a: u64) -> u64 {
+        self.hash(a, 0)
     }
 }
 
@@ -483,8 +496,8 @@ impl std::ops::Deref for Buckets {
 struct Array {
     buckets: Buckets,
     mask: usize,
-    k0: u64,
-    k1: u64,
+    /// This array's secret key (a rebuild draws a new one).
+    key: FoldedKeyHash,
     /// Keys are already keyed digests ([`Bihash::with_limit_prehashed`]).
     prehashed: bool,
 }
@@ -494,12 +507,10 @@ impl Array {
     fn new(n: usize, prehashed: bool) -> Result<Array, BihashError> {
         debug_assert!(n.is_power_of_two());
         let buckets = Buckets::new(n)?;
-        let (k0, k1) = fresh_key();
         Ok(Array {
             buckets,
             mask: n - 1,
-            k0,
-            k1,
+            key: FoldedKeyHash::new(),
             prehashed,
         })
     }
@@ -509,9 +520,11 @@ impl Array {
         if self.prehashed {
             // The key is a secret-keyed digest already: one multiply by a fresh odd key
             // re-spreads it (a rebuild with a new key regroups the buckets).
-            (key ^ self.k0).wrapping_mul(self.k1 | 1).rotate_left(32)
+            (key ^ self.key.k[0])
+                .wrapping_mul(self.key.k[3])
+                .rotate_left(32)
         } else {
-            siphash_u64::<1, 3>(self.k0, self.k1, key)
+            self.key.hash_u64(key)
         }
     }
 
@@ -798,7 +811,7 @@ impl Bihash {
 
     /// [`Bihash::with_limit`] for keys that are already digests of a secret-keyed hash
     /// (e.g. [`WideKeyHash`] of a wider key): the table spreads them with one multiply
-    /// instead of hashing them again with SipHash. Keys an attacker can choose must not go
+    /// instead of hashing them again. Keys an attacker can choose must not go
     /// into such a table.
     ///
     /// # Panics
@@ -1171,6 +1184,82 @@ mod tests {
         }
     }
 
+    /// How `keys` fall into `1 << bits` buckets of `hash`'s low bits: (the chi-square
+    /// statistic over its degrees of freedom, 1 on average for random keys; the most keys in
+    /// one bucket).
+    fn spread(hash: impl Fn(u64) -> u64, keys: &[u64], bits: u32) -> (f64, usize) {
+        let mut n = vec![0usize; 1 << bits];
+        for &k in keys {
+            n[hash(k) as usize & ((1 << bits) - 1)] += 1;
+        }
+        let mean = keys.len() as f64 / n.len() as f64;
+        let chi: f64 = n.iter().map(|&c| (c as f64 - mean).powi(2) / mean).sum();
+        (chi / n.len() as f64, n.into_iter().max().unwrap_or(0))
+    }
+
+    /// MAC-shaped keys an attacker may send as a flood (sequential MACs, MACs that differ in
+    /// one or two bytes, one MAC in many bridge domains) spread over the buckets as random
+    /// keys do, for tables of 64 to 16k buckets, under each of several fresh keys.
+    #[test]
+    fn mac_keys_spread_over_buckets() {
+        let mac = |m: u64, bd: u64| (m & 0xffff_ffff_ffff) | bd << 48;
+        let base = 0x0200_5e10_2030u64;
+        let mut sets: Vec<(String, Vec<u64>)> = vec![
+            (
+                "sequential".into(),
+                (0..1 << 16).map(|i| mac(base + i, 1)).collect(),
+            ),
+            (
+                "bridge domains".into(),
+                (0..1 << 16).map(|i| mac(base, i)).collect(),
+            ),
+            (
+                "stride 2^24".into(),
+                (0..1 << 16).map(|i| mac(base + (i << 24), 1)).collect(),
+            ),
+        ];
+        for byte in 0..6 {
+            let one = (0..256).map(|i| mac(base ^ i << (8 * byte), 7)).collect();
+            sets.push((format!("byte {byte}"), one));
+        }
+        for byte in 0..5 {
+            let two = (0..1 << 16)
+                .map(|i| mac(base ^ i << (8 * byte), 7))
+                .collect();
+            sets.push((format!("bytes {byte}-{}", byte + 1), two));
+        }
+        for _ in 0..8 {
+            let h = FoldedKeyHash::new();
+            for (name, keys) in &sets {
+                for bits in [6, 8, 10, 12, 14] {
+                    // Four keys a bucket on average. Random keys give a chi-square per degree
+                    // of freedom of 1 ± sqrt(2 / buckets) (six of those allowed here) and
+                    // fewer than 24 keys in any bucket (P < 1e-6 over all these runs).
+                    let Some(keys) = keys.get(..4 << bits) else {
+                        continue;
+                    };
+                    let (chi, most) = spread(|k| h.hash_u64(k), keys, bits);
+                    let bound = 1.0 + 6.0 * (2.0 / f64::from(1u32 << bits)).sqrt();
+                    assert!(chi <= bound, "{name}, 2^{bits} buckets: chi2/dof {chi:.3}");
+                    assert!(most < 24, "{name}, 2^{bits} buckets: {most} in one bucket");
+                }
+            }
+        }
+        // Through the table: 100k sequential MACs sit in or next to their home buckets, and
+        // the table grows only by doubling (never re-keys for a full probe window).
+        let e = Epochs::new(1);
+        let mut t = Bihash::new();
+        for i in 0..100_000 {
+            t.insert(&e, mac(base + i, 1), i).unwrap();
+        }
+        assert!(t.max_probe() <= 4, "max probe {}", t.max_probe());
+        assert_eq!(
+            1 << t.resizes(),
+            t.buckets() / MIN_BUCKETS,
+            "only doublings"
+        );
+    }
+
     #[test]
     fn thread_safety() {
         fn shared<T: Send + Sync>() {}
@@ -1416,11 +1505,11 @@ mod tests {
         // Big enough that the window fills before the load reaches the growth point.
         let mut h = Bihash::with_capacity(300);
         assert!(h.buckets() > MAX_PROBE && h.capacity() > SLOTS * MAX_PROBE);
-        let (k0, k1) = (h.cur.k0, h.cur.k1);
+        let key = h.cur.key;
         let mask = h.cur.mask;
         let aimed: Vec<u64> = (0..)
             .map(mix)
-            .filter(|&k| siphash_u64::<1, 3>(k0, k1, k) as usize & mask == 3)
+            .filter(|&k| key.hash_u64(k) as usize & mask == 3)
             .take(SLOTS * MAX_PROBE + 1)
             .collect();
         for (i, &k) in aimed.iter().enumerate() {
@@ -1431,17 +1520,17 @@ mod tests {
             }
         }
         assert!(h.resizes() >= 1);
-        assert_ne!((h.cur.k0, h.cur.k1), (k0, k1), "re-keyed");
+        assert_ne!(h.cur.key.k, key.k, "re-keyed");
         assert!(h.max_probe() < MAX_PROBE);
         for (i, &k) in aimed.iter().enumerate() {
             assert_eq!(h.get(k), Some(i as u64));
         }
         // Removing from the middle of the chain keeps the rest reachable.
         let mut h = Bihash::new();
-        let (k0, k1, mask) = (h.cur.k0, h.cur.k1, h.cur.mask);
+        let (key, mask) = (h.cur.key, h.cur.mask);
         let chain: Vec<u64> = (0..)
             .map(mix)
-            .filter(|&k| siphash_u64::<1, 3>(k0, k1, k) as usize & mask == mask)
+            .filter(|&k| key.hash_u64(k) as usize & mask == mask)
             .take(SLOTS * 3)
             .collect();
         for &k in &chain {
