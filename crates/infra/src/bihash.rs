@@ -736,6 +736,53 @@ impl BihashTable {
     pub fn buckets(&self) -> usize {
         self.array().buckets.len()
     }
+
+    /// The published array, for lookups split in two steps over a frame (the way VPP's
+    /// nodes use `clib_bihash_search_inline_with_hash`): [`Snapshot::home`] of every key
+    /// first (its hash; the home bucket prefetched), then [`Snapshot::get`] of each, which
+    /// finds its bucket in cache. A node does the first step in its pass over the packets'
+    /// headers and the second in its pass of decisions, with no vector of keys in between.
+    ///
+    /// The snapshot is the array of the moment: a reader that holds it across a resize reads
+    /// the old, frozen array (a consistent, slightly stale copy). The reader contract of
+    /// [`BihashTable::lookup`] applies to the whole life of the snapshot: the thread must not
+    /// pass a quiescent point ([`Epochs::quiesce`]) while it holds one (a node drops it when
+    /// its frame is done).
+    #[inline(always)]
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot { a: self.array() }
+    }
+}
+
+/// A reader's hold on one array of a [`BihashTable`] ([`BihashTable::snapshot`]).
+#[derive(Clone, Copy)]
+pub struct Snapshot<'a> {
+    a: &'a Array,
+}
+
+/// A key's home bucket in the array of the [`Snapshot`] that computed it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Home(u32);
+
+impl Snapshot<'_> {
+    /// `key`'s home bucket; hints the CPU to fetch it.
+    #[inline(always)]
+    pub fn home(&self, key: u64) -> Home {
+        let h = self.a.home(key);
+        self.a.prefetch(h);
+        // MAX_BUCKETS is 2^26: a bucket index fits 32 bits.
+        Home(h as u32)
+    }
+
+    /// The value stored for `key`, whose home this snapshot computed as `home`. (A `home`
+    /// of another snapshot or another key is masked into this array and finds nothing or
+    /// what the key's real home would, never another key's value.)
+    #[inline(always)]
+    pub fn get(&self, key: u64, home: Home) -> Option<u64> {
+        let b = home.0 as usize & self.a.mask;
+        self.a
+            .get_from(key, b, self.a.buckets[b].meta.load(Ordering::Acquire))
+    }
 }
 
 /// Keys [`BihashTable::lookup_many`] hashes (and whose buckets it prefetches) before it

@@ -16,7 +16,8 @@
 
 use super::{BdCfg, L2Shared, STATIC};
 use sluice_buffer::{BufIdx, Buffer};
-use sluice_graph::{Cx, Next, NodeFn};
+use sluice_graph::{Cx, FrameScratch, Next, NodeFn, PREFETCH_AHEAD, SCRATCH_AHEAD};
+use sluice_infra::bihash::Home;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -74,20 +75,15 @@ pub struct L2Input {
     out: Option<(u32, Next)>,
     /// Learning events of the current frame (capacity one frame: never reallocates).
     pending: Vec<(u64, u32)>,
-    /// Per frame: each packet's lookups (`LOOK_*`), its next arc.
+    /// Per frame, by packet: its lookups (`LOOK_*`); its destination and source keys and
+    /// their home buckets in the FIB snapshot of the frame (set where `LOOK_*` says).
     plan: [u8; sluice_graph::FRAME_SIZE],
-    nexts: [u16; sluice_graph::FRAME_SIZE],
-    /// Per frame: the destination keys of the packets that look theirs up, in frame order,
-    /// and what the FIB holds for them; the same for source keys (learning).
     dkeys: [u64; sluice_graph::FRAME_SIZE],
-    dvals: [Option<u64>; sluice_graph::FRAME_SIZE],
     skeys: [u64; sluice_graph::FRAME_SIZE],
-    svals: [Option<u64>; sluice_graph::FRAME_SIZE],
+    dhome: [Home; sluice_graph::FRAME_SIZE],
+    shome: [Home; sluice_graph::FRAME_SIZE],
     /// Per frame: packets forwarded to a known MAC (counted once per frame).
     forwarded: u64,
-    /// Per frame: the last bridge domain looked at and its flags (frames usually come from
-    /// one interface, so one bridge domain).
-    last_bd: (u16, BdFlags),
 }
 
 impl L2Input {
@@ -108,23 +104,23 @@ impl L2Input {
             out: None,
             pending: Vec::with_capacity(F),
             plan: [0; F],
-            nexts: [0; F],
             dkeys: [0; F],
-            dvals: [None; F],
             skeys: [0; F],
-            svals: [None; F],
+            dhome: [Home::default(); F],
+            shome: [Home::default(); F],
             forwarded: 0,
-            last_bd: (0, BdFlags::default()),
         }
     }
 
-    /// The flags of bridge domain `bd` (not 0), through the per-frame `last_bd`.
+    /// The flags of bridge domain `bd` (not 0), through `last` (the last bridge domain
+    /// looked at and its flags: a frame usually comes from one interface, so one bridge
+    /// domain).
     #[inline(always)]
-    fn flags_of(&mut self, bd: u16) -> BdFlags {
-        if self.last_bd.0 != bd {
-            self.last_bd = (bd, self.flags.get(bd as usize).copied().unwrap_or_default());
+    fn flags_of(flags: &[BdFlags], last: &mut (u16, BdFlags), bd: u16) -> BdFlags {
+        if last.0 != bd {
+            *last = (bd, flags.get(bd as usize).copied().unwrap_or_default());
         }
-        self.last_bd.1
+        last.1
     }
 
     /// The arc towards `interface-output` for a frame sent on `tx` (through the features
@@ -192,51 +188,57 @@ fn key_at(h: &[u8; 14], at: usize, bd: u16) -> u64 {
 }
 
 impl NodeFn for L2Input {
-    /// Three passes: (1) read every packet's bridge domain and MACs and collect the keys
-    /// to look up (cross-connected packets are finished here); (2) look the keys up in
-    /// batches (`lookup_many`: hashes first, buckets prefetched, so a big FIB's cache misses
-    /// overlap); (3) decide each bridged packet with its results.
+    /// Two passes over the frame, the L2 FIB lookups split between them (VPP's l2-input
+    /// hashes and prefetches ahead the same way): (1) every packet's bridge domain and MACs;
+    /// cross-connected packets are finished here; a bridged one's destination key (and its
+    /// source key when the bridge domain learns) is hashed and its home bucket prefetched;
+    /// (2) each bridged packet's lookups, which find their buckets in cache (with a FIB
+    /// bigger than the caches, the misses of the whole frame overlap), and its decision.
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         const F: usize = sluice_graph::FRAME_SIZE;
         let arena = cx.arena();
         let n = frame.len().min(F);
         let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
         self.out_any = self.features.any(self.slot);
         self.out = None;
-        self.last_bd = (0, BdFlags::default());
-        let (mut nd, mut ns, mut xc, mut bridged) = (0usize, 0usize, 0u64, false);
-        let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
-        for (j, &bi) in frame.iter().enumerate() {
-            if let Some(&a) = ahead.get(j) {
-                arena.prefetch(a);
-            }
-            let (bd, tx) = {
-                // SAFETY: the dispatcher hands this node exclusive ownership of every index
-                // in `frame`; the reference is dropped before the buffer view below is made.
-                let h = unsafe { arena.header(bi) };
-                (h.l2.bd_index, h.tx_if)
-            };
+        let shared = Arc::clone(&self.shared);
+        // One array for the frame: the homes of pass 1 are its buckets. Dropped before the
+        // frame ends (no quiescent point while it is held).
+        let fib = shared.fib.snapshot();
+        let mut last = (0u16, BdFlags::default());
+        let (mut xc, mut bridged, mut learns) = (0u64, false, false);
+        for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
+            addrs.prefetch(j + PREFETCH_AHEAD, true);
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`, resolved into `addrs` above; the view lives for this iteration only.
+            let v = unsafe { arena.buffer_at(addrs, j, bi) };
+            let bd = v.hdr.l2.bd_index;
             if bd == 0 {
                 xc += 1;
                 self.plan[j] = CROSS_CONNECTED;
-                self.nexts[j] = self.output(tx).0;
+                *next = self.output(v.hdr.tx_if).0;
                 continue;
             }
             bridged = true;
-            // SAFETY: as above; the view lives for this iteration only.
-            let v = unsafe { arena.buffer(bi) };
             let mut p = 0;
-            let f = self.flags_of(bd);
+            let f = Self::flags_of(&self.flags, &mut last, bd);
             if let (true, Some(h)) = (f.on, v.head::<14>()) {
                 if h[0] & 1 == 0 {
-                    self.dkeys[nd & (F - 1)] = key_at(h, 0, bd);
-                    nd += 1;
+                    let k = key_at(h, 0, bd);
+                    self.dkeys[j] = k;
+                    self.dhome[j] = fib.home(k);
                     p |= LOOK_DST;
                 }
                 if f.learn && h[6] & 1 == 0 {
-                    self.skeys[ns & (F - 1)] = key_at(h, 6, bd);
-                    ns += 1;
+                    let k = key_at(h, 6, bd);
+                    self.skeys[j] = k;
+                    self.shome[j] = fib.home(k);
                     p |= LOOK_SRC;
+                    learns = true;
                 }
             }
             self.plan[j] = p;
@@ -245,31 +247,21 @@ impl NodeFn for L2Input {
             cx.count(L2Counter::Xconnect, xc);
         }
         if bridged {
-            let fib = &self.shared.fib;
-            fib.lookup_many(&self.dkeys[..nd.min(F)], &mut self.dvals[..nd.min(F)]);
-            fib.lookup_many(&self.skeys[..ns.min(F)], &mut self.svals[..ns.min(F)]);
-            let now = if ns != 0 { cx.now_secs() as u32 } else { 0 };
-            let (mut di, mut si) = (0usize, 0usize);
-            for (j, &bi) in frame.iter().enumerate() {
+            let now = if learns { cx.now_secs() as u32 } else { 0 };
+            for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
                 let p = self.plan[j];
                 if p == CROSS_CONNECTED {
                     continue;
                 }
                 // SAFETY: as above.
-                let mut v = unsafe { arena.buffer(bi) };
-                let dst = if p & LOOK_DST != 0 {
-                    di += 1;
-                    Some(self.dvals[(di - 1) & (F - 1)])
-                } else {
-                    None
-                };
+                let mut v = unsafe { arena.buffer_at(addrs, j, bi) };
+                let dst = (p & LOOK_DST != 0).then(|| fib.get(self.dkeys[j], self.dhome[j]));
                 if p & LOOK_SRC != 0 {
-                    si += 1;
-                    let k = self.skeys[(si - 1) & (F - 1)];
-                    self.learn(cx, &v, k, self.svals[(si - 1) & (F - 1)], now);
+                    let k = self.skeys[j];
+                    self.learn(cx, &v, k, fib.get(k, self.shome[j]), now);
                 }
-                let f = self.flags_of(v.hdr.l2.bd_index);
-                self.nexts[j] = self.bridge(cx, &mut v, f, dst).0;
+                let f = Self::flags_of(&self.flags, &mut last, v.hdr.l2.bd_index);
+                *next = self.bridge(cx, &mut v, f, dst).0;
             }
             if self.forwarded != 0 {
                 cx.count(L2Counter::Forwarded, self.forwarded);
@@ -284,7 +276,8 @@ impl NodeFn for L2Input {
             }
             self.pending.clear();
         }
-        cx.enqueue_to_next(frame, &self.nexts[..n]);
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
