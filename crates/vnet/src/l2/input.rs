@@ -211,6 +211,11 @@ impl NodeFn for L2Input {
         let fib = shared.fib.snapshot();
         let mut last = (0u16, BdFlags::default());
         let (mut xc, mut bridged, mut learns) = (0u64, false, false);
+        // The last destination and source keys hashed, with their homes: a packet to (from)
+        // the MAC of the packet before is not hashed again, nor looked up again in pass 2
+        // (VPP's l2-fwd and l2-learn keep such a cached key). 0 is never a bridged packet's
+        // key (its bridge domain would be 0).
+        let (mut dk, mut dh, mut sk, mut sh) = (0u64, Home::default(), 0u64, Home::default());
         for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
             addrs.prefetch(j + PREFETCH_AHEAD, true);
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
@@ -229,14 +234,20 @@ impl NodeFn for L2Input {
             if let (true, Some(h)) = (f.on, v.head::<14>()) {
                 if h[0] & 1 == 0 {
                     let k = key_at(h, 0, bd);
+                    if k != dk {
+                        (dk, dh) = (k, fib.home(k));
+                    }
                     self.dkeys[j] = k;
-                    self.dhome[j] = fib.home(k);
+                    self.dhome[j] = dh;
                     p |= LOOK_DST;
                 }
                 if f.learn && h[6] & 1 == 0 {
                     let k = key_at(h, 6, bd);
+                    if k != sk {
+                        (sk, sh) = (k, fib.home(k));
+                    }
                     self.skeys[j] = k;
-                    self.shome[j] = fib.home(k);
+                    self.shome[j] = sh;
                     p |= LOOK_SRC;
                     learns = true;
                 }
@@ -248,6 +259,8 @@ impl NodeFn for L2Input {
         }
         if bridged {
             let now = if learns { cx.now_secs() as u32 } else { 0 };
+            // The last keys looked up and what the FIB held for them.
+            let (mut dk, mut dv, mut sk, mut sv) = (0u64, None, 0u64, None);
             for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
                 let p = self.plan[j];
                 if p == CROSS_CONNECTED {
@@ -255,10 +268,20 @@ impl NodeFn for L2Input {
                 }
                 // SAFETY: as above.
                 let mut v = unsafe { arena.buffer_at(addrs, j, bi) };
-                let dst = (p & LOOK_DST != 0).then(|| fib.get(self.dkeys[j], self.dhome[j]));
+                let mut dst = None;
+                if p & LOOK_DST != 0 {
+                    let k = self.dkeys[j];
+                    if k != dk {
+                        (dk, dv) = (k, fib.get(k, self.dhome[j]));
+                    }
+                    dst = Some(dv);
+                }
                 if p & LOOK_SRC != 0 {
                     let k = self.skeys[j];
-                    self.learn(cx, &v, k, fib.get(k, self.shome[j]), now);
+                    if k != sk {
+                        (sk, sv) = (k, fib.get(k, self.shome[j]));
+                    }
+                    self.learn(cx, &v, k, sv, now);
                 }
                 let f = Self::flags_of(&self.flags, &mut last, v.hdr.l2.bd_index);
                 *next = self.bridge(cx, &mut v, f, dst).0;

@@ -94,6 +94,57 @@ fn bridge_forwards_to_a_known_mac_and_filters_hairpins() {
     t.assert_no_leaks();
 }
 
+/// `l2-input` looks a key up once for a run of packets with the same destination (or
+/// source): every packet of a frame that mixes runs of known, unknown and broadcast
+/// destinations still goes where its own destination says, and a run of one source learns
+/// once.
+#[test]
+fn runs_of_one_destination_in_a_frame_each_go_to_their_own_port() {
+    let (mut t, [l0, l1, l2]) = three_ports();
+    t.cli(
+        "set interface l2 bridge loop0 1
+         set interface l2 bridge loop1 1
+         set interface l2 bridge loop2 1
+         l2fib add 02:00:00:00:00:0a 1 loop1 static
+         l2fib add 02:00:00:00:00:0b 1 loop2 static",
+    );
+    const C: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
+    const E: [u8; 6] = [2, 0, 0, 0, 0, 0xe];
+    const G: [u8; 6] = [2, 0, 0, 0, 0, 0x6];
+    let dsts = [A, A, B, B, A, C, C, A, [0xff; 6], A, B, A];
+    let srcs = [E, E, E, G, G, E, E, E, E, G, G, E];
+    let frames: Vec<Vec<u8>> = dsts
+        .iter()
+        .zip(&srcs)
+        .enumerate()
+        .map(|(i, (&d, &s))| {
+            let mut f = frame(d, s);
+            let last = f.len() - 1;
+            f[last] = i as u8;
+            f
+        })
+        .collect();
+    receive(&mut t, l0, 1, 0, &frames);
+    let mut got: Vec<(u8, u32)> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
+        .collect();
+    got.sort();
+    let mut want = Vec::new();
+    for (i, d) in dsts.iter().enumerate() {
+        match *d {
+            A => want.push((i as u8, l1)),
+            B => want.push((i as u8, l2)),
+            _ => want.extend([(i as u8, l1), (i as u8, l2)]),
+        }
+    }
+    want.sort();
+    assert_eq!(got, want);
+    t.assert_counters(&[("forwarded", 9), ("flooded", 3), ("learn_events", 2)]);
+    t.assert_no_leaks();
+}
+
 #[test]
 fn unknown_bridge_and_runts_are_dropped() {
     let (mut t, [l0, _, _]) = three_ports();
