@@ -1,6 +1,7 @@
 //! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
-//! time: keys first, then the L2 FIB lookups of the whole frame in batches (hashes
-//! computed and buckets prefetched ahead, `BihashTable::lookup_many`), then the decisions.
+//! time in two passes: the keys, hashed with their home buckets prefetched
+//! (`bihash::Snapshot::home`), then the L2 FIB lookups (`Snapshot::get`) and the decisions;
+//! a destination (source) equal to the packet before's is neither hashed nor looked up again.
 //! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //! - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
 //!   for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
