@@ -770,10 +770,23 @@ impl Snapshot<'_> {
     /// `key`'s home bucket; hints the CPU to fetch it.
     #[inline(always)]
     pub fn home(&self, key: u64) -> Home {
-        let h = self.a.home(key);
-        self.a.prefetch(h);
+        let h = self.home_only(key);
+        self.prefetch(h);
+        h
+    }
+
+    /// `key`'s home bucket, not prefetched (a caller that prefetches it later, a fixed
+    /// distance ahead of its lookups, with [`Snapshot::prefetch`]).
+    #[inline(always)]
+    pub fn home_only(&self, key: u64) -> Home {
         // MAX_BUCKETS is 2^26: a bucket index fits 32 bits.
-        Home(h as u32)
+        Home(self.a.home(key) as u32)
+    }
+
+    /// Hints the CPU to fetch bucket `home` (masked into this array).
+    #[inline(always)]
+    pub fn prefetch(&self, home: Home) {
+        self.a.prefetch(home.0 as usize & self.a.mask);
     }
 
     /// The value stored for `key`, whose home this snapshot computed as `home`. (A `home`

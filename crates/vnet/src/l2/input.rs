@@ -60,6 +60,14 @@ const LOOK_DST: u8 = 1;
 const LOOK_SRC: u8 = 2;
 /// Finished in the first pass.
 const CROSS_CONNECTED: u8 = 4;
+/// The destination (source) key differs from the packet before's: its bucket is prefetched
+/// and looked up.
+const NEW_DST: u8 = 8;
+const NEW_SRC: u8 = 16;
+/// How many packets ahead of its lookups pass 2 prefetches buckets (pass 1 prefetches the
+/// first ones): enough misses in flight to hide the memory's latency, few enough that the
+/// buckets are still in L1 when read.
+const BUCKETS_AHEAD: usize = 16;
 
 /// `l2-input` instance.
 pub struct L2Input {
@@ -236,7 +244,12 @@ impl NodeFn for L2Input {
                 if h[0] & 1 == 0 {
                     let k = key_at(h, 0, bd);
                     if k != dk {
-                        (dk, dh) = (k, fib.home(k));
+                        dh = fib.home_only(k);
+                        if j < BUCKETS_AHEAD {
+                            fib.prefetch(dh);
+                        }
+                        dk = k;
+                        p |= NEW_DST;
                     }
                     self.dkeys[j] = k;
                     self.dhome[j] = dh;
@@ -245,7 +258,12 @@ impl NodeFn for L2Input {
                 if f.learn && h[6] & 1 == 0 {
                     let k = key_at(h, 6, bd);
                     if k != sk {
-                        (sk, sh) = (k, fib.home(k));
+                        sh = fib.home_only(k);
+                        if j < BUCKETS_AHEAD {
+                            fib.prefetch(sh);
+                        }
+                        sk = k;
+                        p |= NEW_SRC;
                     }
                     self.skeys[j] = k;
                     self.shome[j] = sh;
@@ -263,6 +281,14 @@ impl NodeFn for L2Input {
             // The last keys looked up and what the FIB held for them.
             let (mut dk, mut dv, mut sk, mut sv) = (0u64, None, 0u64, None);
             for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
+                if let Some(&a) = self.plan[..n].get(j + BUCKETS_AHEAD) {
+                    if a & NEW_DST != 0 {
+                        fib.prefetch(self.dhome[j + BUCKETS_AHEAD]);
+                    }
+                    if a & NEW_SRC != 0 {
+                        fib.prefetch(self.shome[j + BUCKETS_AHEAD]);
+                    }
+                }
                 let p = self.plan[j];
                 if p == CROSS_CONNECTED {
                     continue;
