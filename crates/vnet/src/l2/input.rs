@@ -1,7 +1,8 @@
 //! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
-//! time in two passes: the keys, hashed with their home buckets prefetched
-//! (`bihash::Snapshot::home`), then the L2 FIB lookups (`Snapshot::get`) and the decisions;
-//! a destination (source) equal to the packet before's is neither hashed nor looked up again.
+//! time in two passes: the keys and their home buckets (`bihash::Snapshot::home_only`), then
+//! the L2 FIB lookups (`Snapshot::get`, each bucket prefetched 16 packets ahead) and the
+//! decisions; a destination (source) equal to the packet before's is neither hashed nor
+//! looked up again.
 //! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //! - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
 //!   for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
@@ -200,9 +201,10 @@ impl NodeFn for L2Input {
     /// Two passes over the frame, the L2 FIB lookups split between them (VPP's l2-input
     /// hashes and prefetches ahead the same way): (1) every packet's bridge domain and MACs;
     /// cross-connected packets are finished here; a bridged one's destination key (and its
-    /// source key when the bridge domain learns) is hashed and its home bucket prefetched;
-    /// (2) each bridged packet's lookups, which find their buckets in cache (with a FIB
-    /// bigger than the caches, the misses of the whole frame overlap), and its decision.
+    /// source key when the bridge domain learns) is hashed to its home bucket; (2) each
+    /// bridged packet's lookups, which find their buckets in cache (prefetched
+    /// [`BUCKETS_AHEAD`] packets ahead: with a FIB bigger than the caches, 16 misses
+    /// overlap), and its decision.
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         const F: usize = sluice_graph::FRAME_SIZE;
         let arena = cx.arena();
