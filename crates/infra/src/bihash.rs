@@ -681,8 +681,9 @@ impl BihashTable {
         // release, loaded with acquire) and that strong count is given up only by
         // `Bihash::publish`, which hands it to `Retired`: it is dropped after every reader
         // thread passed a quiescent point, and readers quiesce only between lookups (module
-        // contract), or when the table itself is dropped. The reference does not escape the
-        // lookup that took it.
+        // contract), or when the table itself is dropped. The reference is used within the
+        // lookup that took it, or, through [`BihashTable::snapshot`] (an `unsafe fn`), by a
+        // caller that promised not to reach a quiescent point while it holds it.
         unsafe { &*p }
     }
 
@@ -746,12 +747,18 @@ impl BihashTable {
     /// headers and the second in its pass of decisions, with no vector of keys in between.
     ///
     /// The snapshot is the array of the moment: a reader that holds it across a resize reads
-    /// the old, frozen array (a consistent, slightly stale copy). The reader contract of
-    /// [`BihashTable::lookup`] applies to the whole life of the snapshot: the thread must not
-    /// pass a quiescent point ([`Epochs::quiesce`]) while it holds one (a node drops it when
-    /// its frame is done).
+    /// the old, frozen array (a consistent, slightly stale copy).
+    ///
+    /// # Safety
+    ///
+    /// The borrow ties the snapshot to the table, not to the array's grace period: once the
+    /// writer replaced the array, the old one is freed after every reader thread passed a
+    /// quiescent point. The calling thread must therefore not reach a quiescent point
+    /// ([`Epochs::quiesce`], or anything that reports one for it) while the snapshot, a copy
+    /// of it or a [`Home`] from it is still in use (a node takes one per frame and drops it
+    /// before the frame ends; the dispatcher quiesces only between frames).
     #[inline(always)]
-    pub fn snapshot(&self) -> Snapshot<'_> {
+    pub unsafe fn snapshot(&self) -> Snapshot<'_> {
         Snapshot { a: self.array() }
     }
 }
@@ -1618,6 +1625,137 @@ mod tests {
             .buckets
             .iter()
             .all(|b| b.meta.load(Ordering::Relaxed) & 0xff_ffff == 0));
+    }
+
+    /// A snapshot held across inserts that grow the table, re-key it at the same size and
+    /// replace or remove values keeps reading the array it was taken from (frozen once
+    /// replaced): its homes still find the old values. Reader thread 1 never quiesces, so
+    /// no replaced array is freed meanwhile.
+    #[test]
+    fn snapshot_held_across_growth_and_rekey_reads_the_old_array() {
+        let e = Epochs::new(2);
+        // Growth.
+        let mut h = Bihash::new();
+        for i in 0..100u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let t = Arc::clone(h.table());
+        // SAFETY: thread 1 (the reader of this test) does not quiesce before `s` and its
+        // homes are last used.
+        let s = unsafe { t.snapshot() };
+        let homes: Vec<Home> = (0..100u64).map(|i| s.home(mix(i))).collect();
+        let (buckets, resizes) = (h.buckets(), h.resizes());
+        for i in 100..10_000u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        for i in 0..50u64 {
+            assert_eq!(h.insert(&e, mix(i), !i), Ok(Some(i)));
+            assert_eq!(h.remove(&e, mix(i + 50)), Some(i + 50));
+        }
+        assert!(h.buckets() > buckets && h.resizes() > resizes, "grew");
+        assert!(h.retired_pending() > 0, "nothing reclaimed");
+        for (i, &hm) in (0..100u64).zip(&homes) {
+            assert_eq!(s.get(mix(i), hm), Some(i), "old value of key {i}");
+            assert_eq!(t.lookup(mix(i)), (i < 50).then_some(!i), "new table");
+        }
+        assert_eq!(s.get(mix(5000), s.home(mix(5000))), None, "inserted after");
+        e.quiesce(1);
+        assert!(h.reclaim(&e) > 0);
+        assert_eq!(h.retired_pending(), 0, "freed once the reader moved");
+
+        // Re-key at the same size: keys aimed at one bucket fill the probe window.
+        // (Few entries: at low load a full window re-keys instead of doubling.)
+        let mut h = Bihash::with_capacity(300);
+        for i in 0..20u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let (key, mask) = (h.cur.key, h.cur.mask);
+        let t = Arc::clone(h.table());
+        // SAFETY: as above, thread 1 does not quiesce while `s` is in use.
+        let s = unsafe { t.snapshot() };
+        let homes: Vec<Home> = (0..20u64).map(|i| s.home_only(mix(i))).collect();
+        let buckets = h.buckets();
+        for k in (1000..)
+            .map(mix)
+            .filter(|&k| key.hash_u64(k) as usize & mask == 3)
+            .take(SLOTS * MAX_PROBE + 1)
+        {
+            h.insert(&e, k, 0).unwrap();
+        }
+        for i in 0..20u64 {
+            h.insert(&e, mix(i), !i).unwrap();
+        }
+        assert_eq!(h.buckets(), buckets, "same size");
+        assert_ne!(h.cur.key.k, key.k, "re-keyed");
+        for (i, &hm) in (0..20u64).zip(&homes) {
+            s.prefetch(hm);
+            assert_eq!(s.get(mix(i), hm), Some(i), "old value of key {i}");
+            assert_eq!(t.lookup(mix(i)), Some(!i));
+        }
+    }
+
+    /// [`Snapshot::get`] with a home from another snapshot (another array size and hash
+    /// key), of another key, or out of range finds the key's own value or nothing, never
+    /// another key's value; [`Home::default`] is a valid home (bucket 0).
+    #[test]
+    fn snapshot_get_with_a_foreign_home_never_finds_another_key() {
+        let e = Epochs::new(2);
+        let mut h = Bihash::new();
+        let n = 3000u64;
+        for i in 0..200u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let t = Arc::clone(h.table());
+        // SAFETY: thread 1 does not quiesce while either snapshot is in use.
+        let small = unsafe { t.snapshot() };
+        for i in 200..n {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        // SAFETY: as above.
+        let big = unsafe { t.snapshot() };
+        assert_ne!(small.a.mask, big.a.mask);
+        let (mut own_hits, mut default_hits) = (0, 0);
+        for i in 0..n + 100 {
+            let k = mix(i);
+            let homes = [
+                small.home_only(k),
+                big.home_only(k),
+                big.home_only(mix(i + 1)),
+                small.home_only(mix(i ^ 0x55)),
+                Home(u32::MAX),
+                Home(i as u32),
+                Home::default(),
+            ];
+            for (s, all) in [(&small, 200), (&big, n)] {
+                for hm in homes {
+                    let got = s.get(k, hm);
+                    assert!(
+                        got.is_none() || got == Some(i),
+                        "key {i}, home {hm:?}: {got:?}"
+                    );
+                    s.prefetch(hm);
+                }
+                // Its own home finds it (keys inserted into the small array after the
+                // snapshot, before it was replaced, may be there or not).
+                if i < all || i >= n {
+                    assert_eq!(s.get(k, s.home(k)), (i < all).then_some(i));
+                }
+                if s.home_only(k) == Home::default() && (i < all || i >= n) {
+                    assert_eq!(s.get(k, Home::default()), (i < all).then_some(i));
+                    default_hits += 1;
+                }
+                own_hits += usize::from(s.get(k, homes[0]).is_some());
+            }
+        }
+        assert!(default_hits > 0, "some key lives in bucket 0");
+        assert!(own_hits > 0);
+        // Home::default() on an empty table.
+        let empty = Bihash::new();
+        // SAFETY: no quiescent point in this test.
+        let s = unsafe { empty.table().snapshot() };
+        s.prefetch(Home::default());
+        assert_eq!(s.get(0, Home::default()), None);
+        assert_eq!(s.get(mix(1), Home::default()), None);
     }
 
     #[test]

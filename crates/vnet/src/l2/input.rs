@@ -217,9 +217,12 @@ impl NodeFn for L2Input {
         self.out_any = self.features.any(self.slot);
         self.out = None;
         let shared = Arc::clone(&self.shared);
-        // One array for the frame: the homes of pass 1 are its buckets. Dropped before the
-        // frame ends (no quiescent point while it is held).
-        let fib = shared.fib.snapshot();
+        // One array for the frame: the homes of pass 1 are its buckets.
+        // SAFETY: `fib` and every `Home` from it live in this call only, and a worker reaches
+        // a quiescent point only between frames (`Epochs::quiesce` at the top of the
+        // dispatcher's `run_once`), never inside a node's `frame`: the array stays allocated
+        // while they are in use, even if the main thread replaces it meanwhile.
+        let fib = unsafe { shared.fib.snapshot() };
         let mut last = (0u16, BdFlags::default());
         let (mut xc, mut bridged, mut learns) = (0u64, false, false);
         // The last destination and source keys hashed, with their homes: a packet to (from)
