@@ -69,16 +69,21 @@
 //!
 //! # Hash
 //!
-//! SipHash-1-3 (the algorithm behind std's `RandomState`), implemented here for a single
-//! 8-byte message, keyed with 128 bits drawn from `std::collections::hash_map::RandomState` for
-//! every array (so every table, and every rebuild of a table, gets a new key). Without the
-//! key, an attacker who controls the keys (source MACs on a bridge, 5-tuples of flows) cannot
-//! aim them at one bucket; and if bad luck ever fills a probe window at low load, the rebuild
-//! re-keys instead of growing. Cost: five SipRounds, about 70 ALU operations, measured at
-//! about 17 cycles per key in throughput (6.5 ns at 2.6 GHz) with a somewhat longer latency;
-//! [`BihashTable::lookup_x4`] runs four independent hash chains that overlap. A keyed
-//! multiply-xorshift would be about three times cheaper but has no cryptanalysis behind it;
-//! SipHash is the conservative choice for tables fed by untrusted packets.
+//! [`FoldedKeyHash`] of the 8-byte key (two folded 64×64→128-bit multiplies, as wyhash and
+//! foldhash do: `fold(fold(key ^ k0, k1) ^ k2, k3)`, where `fold` xors the product's halves),
+//! keyed with 256 bits drawn from `std::collections::hash_map::RandomState` for every array
+//! (so every table, and every rebuild of a table, gets a new key). Without the key, an
+//! attacker who controls the keys (source MACs on a bridge) cannot aim them at one bucket: no
+//! linear step precedes the first multiply, so which keys collide depends on the key; and if
+//! bad luck ever fills a probe window at low load, the rebuild re-keys instead of growing.
+//! Cost: about 8 instructions (two `mul`) instead of SipHash-1-3's 70 (five SipRounds,
+//! which this table used until issue 23's round 3: `lookup_many` went from 157 to 84
+//! instructions a key). MAC-shaped keys (sequential, differing in one or two bytes, one MAC in
+//! 65,536 bridge domains) spread over the buckets as random keys do (chi-square test in
+//! `mac_keys_spread_over_buckets`); a single fold does not (sequential keys put up to 31 keys
+//! in a bucket where random ones put 16). It has no cryptanalysis behind it as SipHash has:
+//! an attacker who could learn a table's key could aim keys at one bucket, which costs
+//! probes and, at worst, a re-keying rebuild; every hit is still an exact key compare.
 //!
 //! A table made with [`Bihash::with_limit_prehashed`] takes keys that are already digests of
 //! a secret-keyed hash (ACL and NAT44 sessions store [`FoldedKeyHash`] digests of their
@@ -92,13 +97,15 @@
 //! A lookup is one hash plus, almost always, one bucket: the first cache line (meta and keys,
 //! compared without branches) and, on a hit, the value in the adjacent line (the
 //! adjacent-line prefetcher usually brings both in together); at most [`MAX_PROBE`] buckets.
-//! Measured (2.6 GHz Xeon VM, 4 KiB pages, random keys): 10k entries (in cache) 13 ns per
+//! Measured with SipHash (2.6 GHz Xeon VM, 4 KiB pages, random keys): 10k entries (in cache) 13 ns per
 //! `lookup`, 10 ns per key with `lookup_x4`; 1M entries 50 ns and 33 ns per key; 4M entries
 //! 110 ns and 76 ns per key (DRAM and TLB misses dominate there).
 //!
 //! [`BihashTable::lookup_many`] does a vector of keys (a frame's worth) [`BATCH`] at a time:
 //! the hashes first, each prefetching its home bucket, then the lookups, so the misses of a
-//! table bigger than the caches overlap (the L2 FIB's `l2-input` with 1M MACs). An array of
+//! table bigger than the caches overlap (NAT44's session lookups). [`BihashTable::snapshot`]
+//! splits the same two steps for a node that hashes in one pass over its frame and looks up
+//! in the next (`l2-input`, whose 1M-MAC FIB is bigger than the caches). An array of
 //! 2 MiB or more is an anonymous mapping advised for transparent hugepages
 //! ([`crate::epoch::ZeroedMap`]): 1M entries take 16 TLB entries instead of 8,192.
 //!
@@ -187,8 +194,9 @@ fn sip_round(v: &mut [u64; 4]) {
     v[2] = v[2].rotate_left(32);
 }
 
-/// SipHash-C-D of the 8-byte little-endian message `m` under the key `(k0, k1)`.
-#[inline(always)]
+/// SipHash-C-D of the 8-byte little-endian message `m` under the key `(k0, k1)` (the
+/// tests' check of [`sip_round`] against std).
+#[cfg(test)]
 fn siphash_u64<const C: usize, const D: usize>(k0: u64, k1: u64, m: u64) -> u64 {
     let mut v = [
         k0 ^ 0x736f_6d65_7073_6575,
@@ -300,6 +308,13 @@ impl FoldedKeyHash {
     pub fn hash(&self, a: u64, b: u64) -> u64 {
         let h = folded_multiply(a ^ self.k[0], b ^ self.k[1]);
         folded_multiply(h ^ self.k[2], self.k[3])
+    }
+
+    /// The digest of the 8-byte key `a` (the same as `hash(a, 0)`): a [`Bihash`]'s hash of
+    /// its keys, about 8 instructions.
+    #[inline(always)]
+    pub fn hash_u64(&self, a: u64) -> u64 {
+        self.hash(a, 0)
     }
 }
 
@@ -483,8 +498,8 @@ impl std::ops::Deref for Buckets {
 struct Array {
     buckets: Buckets,
     mask: usize,
-    k0: u64,
-    k1: u64,
+    /// This array's secret key (a rebuild draws a new one).
+    key: FoldedKeyHash,
     /// Keys are already keyed digests ([`Bihash::with_limit_prehashed`]).
     prehashed: bool,
 }
@@ -494,12 +509,10 @@ impl Array {
     fn new(n: usize, prehashed: bool) -> Result<Array, BihashError> {
         debug_assert!(n.is_power_of_two());
         let buckets = Buckets::new(n)?;
-        let (k0, k1) = fresh_key();
         Ok(Array {
             buckets,
             mask: n - 1,
-            k0,
-            k1,
+            key: FoldedKeyHash::new(),
             prehashed,
         })
     }
@@ -509,9 +522,11 @@ impl Array {
         if self.prehashed {
             // The key is a secret-keyed digest already: one multiply by a fresh odd key
             // re-spreads it (a rebuild with a new key regroups the buckets).
-            (key ^ self.k0).wrapping_mul(self.k1 | 1).rotate_left(32)
+            (key ^ self.key.k[0])
+                .wrapping_mul(self.key.k[3])
+                .rotate_left(32)
         } else {
-            siphash_u64::<1, 3>(self.k0, self.k1, key)
+            self.key.hash_u64(key)
         }
     }
 
@@ -666,8 +681,9 @@ impl BihashTable {
         // release, loaded with acquire) and that strong count is given up only by
         // `Bihash::publish`, which hands it to `Retired`: it is dropped after every reader
         // thread passed a quiescent point, and readers quiesce only between lookups (module
-        // contract), or when the table itself is dropped. The reference does not escape the
-        // lookup that took it.
+        // contract), or when the table itself is dropped. The reference is used within the
+        // lookup that took it, or, through [`BihashTable::snapshot`] (an `unsafe fn`), by a
+        // caller that promised not to reach a quiescent point while it holds it.
         unsafe { &*p }
     }
 
@@ -734,6 +750,72 @@ impl BihashTable {
     /// Buckets of the published array.
     pub fn buckets(&self) -> usize {
         self.array().buckets.len()
+    }
+
+    /// The published array, for lookups split in two steps over a frame (the way VPP's
+    /// nodes use `clib_bihash_search_inline_with_hash`): [`Snapshot::home`] of every key
+    /// first (its hash; the home bucket prefetched), then [`Snapshot::get`] of each, which
+    /// finds its bucket in cache. A node does the first step in its pass over the packets'
+    /// headers and the second in its pass of decisions, with no vector of keys in between.
+    ///
+    /// The snapshot is the array of the moment: a reader that holds it across a resize reads
+    /// the old, frozen array (a consistent, slightly stale copy).
+    ///
+    /// # Safety
+    ///
+    /// The borrow ties the snapshot to the table, not to the array's grace period: once the
+    /// writer replaced the array, the old one is freed after every reader thread passed a
+    /// quiescent point. The calling thread must therefore not reach a quiescent point
+    /// ([`Epochs::quiesce`], or anything that reports one for it) while the snapshot, a copy
+    /// of it or a [`Home`] from it is still in use (a node takes one per frame and drops it
+    /// before the frame ends; the dispatcher quiesces only between frames).
+    #[inline(always)]
+    pub unsafe fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot { a: self.array() }
+    }
+}
+
+/// A reader's hold on one array of a [`BihashTable`] ([`BihashTable::snapshot`]).
+#[derive(Clone, Copy)]
+pub struct Snapshot<'a> {
+    a: &'a Array,
+}
+
+/// A key's home bucket in the array of the [`Snapshot`] that computed it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Home(u32);
+
+impl Snapshot<'_> {
+    /// `key`'s home bucket; hints the CPU to fetch it.
+    #[inline(always)]
+    pub fn home(&self, key: u64) -> Home {
+        let h = self.home_only(key);
+        self.prefetch(h);
+        h
+    }
+
+    /// `key`'s home bucket, not prefetched (a caller that prefetches it later, a fixed
+    /// distance ahead of its lookups, with [`Snapshot::prefetch`]).
+    #[inline(always)]
+    pub fn home_only(&self, key: u64) -> Home {
+        // MAX_BUCKETS is 2^26: a bucket index fits 32 bits.
+        Home(self.a.home(key) as u32)
+    }
+
+    /// Hints the CPU to fetch bucket `home` (masked into this array).
+    #[inline(always)]
+    pub fn prefetch(&self, home: Home) {
+        self.a.prefetch(home.0 as usize & self.a.mask);
+    }
+
+    /// The value stored for `key`, whose home this snapshot computed as `home`. (A `home`
+    /// of another snapshot or another key is masked into this array and finds nothing or
+    /// what the key's real home would, never another key's value.)
+    #[inline(always)]
+    pub fn get(&self, key: u64, home: Home) -> Option<u64> {
+        let b = home.0 as usize & self.a.mask;
+        self.a
+            .get_from(key, b, self.a.buckets[b].meta.load(Ordering::Acquire))
     }
 }
 
@@ -810,7 +892,7 @@ impl Bihash {
 
     /// [`Bihash::with_limit`] for keys that are already digests of a secret-keyed hash
     /// (e.g. [`WideKeyHash`] of a wider key): the table spreads them with one multiply
-    /// instead of hashing them again with SipHash. Keys an attacker can choose must not go
+    /// instead of hashing them again. Keys an attacker can choose must not go
     /// into such a table.
     ///
     /// # Panics
@@ -1183,6 +1265,82 @@ mod tests {
         }
     }
 
+    /// How `keys` fall into `1 << bits` buckets of `hash`'s low bits: (the chi-square
+    /// statistic over its degrees of freedom, 1 on average for random keys; the most keys in
+    /// one bucket).
+    fn spread(hash: impl Fn(u64) -> u64, keys: &[u64], bits: u32) -> (f64, usize) {
+        let mut n = vec![0usize; 1 << bits];
+        for &k in keys {
+            n[hash(k) as usize & ((1 << bits) - 1)] += 1;
+        }
+        let mean = keys.len() as f64 / n.len() as f64;
+        let chi: f64 = n.iter().map(|&c| (c as f64 - mean).powi(2) / mean).sum();
+        (chi / n.len() as f64, n.into_iter().max().unwrap_or(0))
+    }
+
+    /// MAC-shaped keys an attacker may send as a flood (sequential MACs, MACs that differ in
+    /// one or two bytes, one MAC in many bridge domains) spread over the buckets as random
+    /// keys do, for tables of 64 to 16k buckets, under each of several fresh keys.
+    #[test]
+    fn mac_keys_spread_over_buckets() {
+        let mac = |m: u64, bd: u64| (m & 0xffff_ffff_ffff) | bd << 48;
+        let base = 0x0200_5e10_2030u64;
+        let mut sets: Vec<(String, Vec<u64>)> = vec![
+            (
+                "sequential".into(),
+                (0..1 << 16).map(|i| mac(base + i, 1)).collect(),
+            ),
+            (
+                "bridge domains".into(),
+                (0..1 << 16).map(|i| mac(base, i)).collect(),
+            ),
+            (
+                "stride 2^24".into(),
+                (0..1 << 16).map(|i| mac(base + (i << 24), 1)).collect(),
+            ),
+        ];
+        for byte in 0..6 {
+            let one = (0..256).map(|i| mac(base ^ i << (8 * byte), 7)).collect();
+            sets.push((format!("byte {byte}"), one));
+        }
+        for byte in 0..5 {
+            let two = (0..1 << 16)
+                .map(|i| mac(base ^ i << (8 * byte), 7))
+                .collect();
+            sets.push((format!("bytes {byte}-{}", byte + 1), two));
+        }
+        for _ in 0..8 {
+            let h = FoldedKeyHash::new();
+            for (name, keys) in &sets {
+                for bits in [6, 8, 10, 12, 14] {
+                    // Four keys a bucket on average. Random keys give a chi-square per degree
+                    // of freedom of 1 ± sqrt(2 / buckets) (six of those allowed here) and
+                    // fewer than 24 keys in any bucket (P < 1e-6 over all these runs).
+                    let Some(keys) = keys.get(..4 << bits) else {
+                        continue;
+                    };
+                    let (chi, most) = spread(|k| h.hash_u64(k), keys, bits);
+                    let bound = 1.0 + 6.0 * (2.0 / f64::from(1u32 << bits)).sqrt();
+                    assert!(chi <= bound, "{name}, 2^{bits} buckets: chi2/dof {chi:.3}");
+                    assert!(most < 24, "{name}, 2^{bits} buckets: {most} in one bucket");
+                }
+            }
+        }
+        // Through the table: 100k sequential MACs sit in or next to their home buckets, and
+        // the table grows only by doubling (never re-keys for a full probe window).
+        let e = Epochs::new(1);
+        let mut t = Bihash::new();
+        for i in 0..100_000 {
+            t.insert(&e, mac(base + i, 1), i).unwrap();
+        }
+        assert!(t.max_probe() <= 4, "max probe {}", t.max_probe());
+        assert_eq!(
+            1 << t.resizes(),
+            t.buckets() / MIN_BUCKETS,
+            "only doublings"
+        );
+    }
+
     #[test]
     fn thread_safety() {
         fn shared<T: Send + Sync>() {}
@@ -1428,11 +1586,11 @@ mod tests {
         // Big enough that the window fills before the load reaches the growth point.
         let mut h = Bihash::with_capacity(300);
         assert!(h.buckets() > MAX_PROBE && h.capacity() > SLOTS * MAX_PROBE);
-        let (k0, k1) = (h.cur.k0, h.cur.k1);
+        let key = h.cur.key;
         let mask = h.cur.mask;
         let aimed: Vec<u64> = (0..)
             .map(mix)
-            .filter(|&k| siphash_u64::<1, 3>(k0, k1, k) as usize & mask == 3)
+            .filter(|&k| key.hash_u64(k) as usize & mask == 3)
             .take(SLOTS * MAX_PROBE + 1)
             .collect();
         for (i, &k) in aimed.iter().enumerate() {
@@ -1443,17 +1601,17 @@ mod tests {
             }
         }
         assert!(h.resizes() >= 1);
-        assert_ne!((h.cur.k0, h.cur.k1), (k0, k1), "re-keyed");
+        assert_ne!(h.cur.key.k, key.k, "re-keyed");
         assert!(h.max_probe() < MAX_PROBE);
         for (i, &k) in aimed.iter().enumerate() {
             assert_eq!(h.get(k), Some(i as u64));
         }
         // Removing from the middle of the chain keeps the rest reachable.
         let mut h = Bihash::new();
-        let (k0, k1, mask) = (h.cur.k0, h.cur.k1, h.cur.mask);
+        let (key, mask) = (h.cur.key, h.cur.mask);
         let chain: Vec<u64> = (0..)
             .map(mix)
-            .filter(|&k| siphash_u64::<1, 3>(k0, k1, k) as usize & mask == mask)
+            .filter(|&k| key.hash_u64(k) as usize & mask == mask)
             .take(SLOTS * 3)
             .collect();
         for &k in &chain {
@@ -1479,6 +1637,137 @@ mod tests {
             .buckets
             .iter()
             .all(|b| b.meta.load(Ordering::Relaxed) & 0xff_ffff == 0));
+    }
+
+    /// A snapshot held across inserts that grow the table, re-key it at the same size and
+    /// replace or remove values keeps reading the array it was taken from (frozen once
+    /// replaced): its homes still find the old values. Reader thread 1 never quiesces, so
+    /// no replaced array is freed meanwhile.
+    #[test]
+    fn snapshot_held_across_growth_and_rekey_reads_the_old_array() {
+        let e = Epochs::new(2);
+        // Growth.
+        let mut h = Bihash::new();
+        for i in 0..100u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let t = Arc::clone(h.table());
+        // SAFETY: thread 1 (the reader of this test) does not quiesce before `s` and its
+        // homes are last used.
+        let s = unsafe { t.snapshot() };
+        let homes: Vec<Home> = (0..100u64).map(|i| s.home(mix(i))).collect();
+        let (buckets, resizes) = (h.buckets(), h.resizes());
+        for i in 100..10_000u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        for i in 0..50u64 {
+            assert_eq!(h.insert(&e, mix(i), !i), Ok(Some(i)));
+            assert_eq!(h.remove(&e, mix(i + 50)), Some(i + 50));
+        }
+        assert!(h.buckets() > buckets && h.resizes() > resizes, "grew");
+        assert!(h.retired_pending() > 0, "nothing reclaimed");
+        for (i, &hm) in (0..100u64).zip(&homes) {
+            assert_eq!(s.get(mix(i), hm), Some(i), "old value of key {i}");
+            assert_eq!(t.lookup(mix(i)), (i < 50).then_some(!i), "new table");
+        }
+        assert_eq!(s.get(mix(5000), s.home(mix(5000))), None, "inserted after");
+        e.quiesce(1);
+        assert!(h.reclaim(&e) > 0);
+        assert_eq!(h.retired_pending(), 0, "freed once the reader moved");
+
+        // Re-key at the same size: keys aimed at one bucket fill the probe window.
+        // (Few entries: at low load a full window re-keys instead of doubling.)
+        let mut h = Bihash::with_capacity(300);
+        for i in 0..20u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let (key, mask) = (h.cur.key, h.cur.mask);
+        let t = Arc::clone(h.table());
+        // SAFETY: as above, thread 1 does not quiesce while `s` is in use.
+        let s = unsafe { t.snapshot() };
+        let homes: Vec<Home> = (0..20u64).map(|i| s.home_only(mix(i))).collect();
+        let buckets = h.buckets();
+        for k in (1000..)
+            .map(mix)
+            .filter(|&k| key.hash_u64(k) as usize & mask == 3)
+            .take(SLOTS * MAX_PROBE + 1)
+        {
+            h.insert(&e, k, 0).unwrap();
+        }
+        for i in 0..20u64 {
+            h.insert(&e, mix(i), !i).unwrap();
+        }
+        assert_eq!(h.buckets(), buckets, "same size");
+        assert_ne!(h.cur.key.k, key.k, "re-keyed");
+        for (i, &hm) in (0..20u64).zip(&homes) {
+            s.prefetch(hm);
+            assert_eq!(s.get(mix(i), hm), Some(i), "old value of key {i}");
+            assert_eq!(t.lookup(mix(i)), Some(!i));
+        }
+    }
+
+    /// [`Snapshot::get`] with a home from another snapshot (another array size and hash
+    /// key), of another key, or out of range finds the key's own value or nothing, never
+    /// another key's value; [`Home::default`] is a valid home (bucket 0).
+    #[test]
+    fn snapshot_get_with_a_foreign_home_never_finds_another_key() {
+        let e = Epochs::new(2);
+        let mut h = Bihash::new();
+        let n = 3000u64;
+        for i in 0..200u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let t = Arc::clone(h.table());
+        // SAFETY: thread 1 does not quiesce while either snapshot is in use.
+        let small = unsafe { t.snapshot() };
+        for i in 200..n {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        // SAFETY: as above.
+        let big = unsafe { t.snapshot() };
+        assert_ne!(small.a.mask, big.a.mask);
+        let (mut own_hits, mut default_hits) = (0, 0);
+        for i in 0..n + 100 {
+            let k = mix(i);
+            let homes = [
+                small.home_only(k),
+                big.home_only(k),
+                big.home_only(mix(i + 1)),
+                small.home_only(mix(i ^ 0x55)),
+                Home(u32::MAX),
+                Home(i as u32),
+                Home::default(),
+            ];
+            for (s, all) in [(&small, 200), (&big, n)] {
+                for hm in homes {
+                    let got = s.get(k, hm);
+                    assert!(
+                        got.is_none() || got == Some(i),
+                        "key {i}, home {hm:?}: {got:?}"
+                    );
+                    s.prefetch(hm);
+                }
+                // Its own home finds it (keys inserted into the small array after the
+                // snapshot, before it was replaced, may be there or not).
+                if i < all || i >= n {
+                    assert_eq!(s.get(k, s.home(k)), (i < all).then_some(i));
+                }
+                if s.home_only(k) == Home::default() && (i < all || i >= n) {
+                    assert_eq!(s.get(k, Home::default()), (i < all).then_some(i));
+                    default_hits += 1;
+                }
+                own_hits += usize::from(s.get(k, homes[0]).is_some());
+            }
+        }
+        assert!(default_hits > 0, "some key lives in bucket 0");
+        assert!(own_hits > 0);
+        // Home::default() on an empty table.
+        let empty = Bihash::new();
+        // SAFETY: no quiescent point in this test.
+        let s = unsafe { empty.table().snapshot() };
+        s.prefetch(Home::default());
+        assert_eq!(s.get(0, Home::default()), None);
+        assert_eq!(s.get(mix(1), Home::default()), None);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
-//! time: keys first, then the L2 FIB lookups of the whole frame in batches (hashes
-//! computed and buckets prefetched ahead, `BihashTable::lookup_many`), then the decisions.
+//! time in two passes: the keys and their home buckets (`bihash::Snapshot::home_only`), then
+//! the L2 FIB lookups (`Snapshot::get`, each bucket prefetched 16 packets ahead) and the
+//! decisions; a destination (source) equal to the packet before's is neither hashed nor
+//! looked up again.
 //! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //! - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
 //!   for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
@@ -16,7 +18,8 @@
 
 use super::{BdCfg, L2Shared, STATIC};
 use sluice_buffer::{BufIdx, Buffer};
-use sluice_graph::{Cx, Next, NodeFn};
+use sluice_graph::{Cx, FrameScratch, Next, NodeFn, PREFETCH_AHEAD, SCRATCH_AHEAD};
+use sluice_infra::bihash::Home;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -58,6 +61,14 @@ const LOOK_DST: u8 = 1;
 const LOOK_SRC: u8 = 2;
 /// Finished in the first pass.
 const CROSS_CONNECTED: u8 = 4;
+/// The destination (source) key differs from the packet before's: its bucket is prefetched
+/// and looked up.
+const NEW_DST: u8 = 8;
+const NEW_SRC: u8 = 16;
+/// How many packets ahead of its lookups pass 2 prefetches buckets (pass 1 prefetches the
+/// first ones): enough misses in flight to hide the memory's latency, few enough that the
+/// buckets are still in L1 when read.
+const BUCKETS_AHEAD: usize = 16;
 
 /// `l2-input` instance.
 pub struct L2Input {
@@ -74,20 +85,15 @@ pub struct L2Input {
     out: Option<(u32, Next)>,
     /// Learning events of the current frame (capacity one frame: never reallocates).
     pending: Vec<(u64, u32)>,
-    /// Per frame: each packet's lookups (`LOOK_*`), its next arc.
+    /// Per frame, by packet: its lookups (`LOOK_*`); its destination and source keys and
+    /// their home buckets in the FIB snapshot of the frame (set where `LOOK_*` says).
     plan: [u8; sluice_graph::FRAME_SIZE],
-    nexts: [u16; sluice_graph::FRAME_SIZE],
-    /// Per frame: the destination keys of the packets that look theirs up, in frame order,
-    /// and what the FIB holds for them; the same for source keys (learning).
     dkeys: [u64; sluice_graph::FRAME_SIZE],
-    dvals: [Option<u64>; sluice_graph::FRAME_SIZE],
     skeys: [u64; sluice_graph::FRAME_SIZE],
-    svals: [Option<u64>; sluice_graph::FRAME_SIZE],
+    dhome: [Home; sluice_graph::FRAME_SIZE],
+    shome: [Home; sluice_graph::FRAME_SIZE],
     /// Per frame: packets forwarded to a known MAC (counted once per frame).
     forwarded: u64,
-    /// Per frame: the last bridge domain looked at and its flags (frames usually come from
-    /// one interface, so one bridge domain).
-    last_bd: (u16, BdFlags),
 }
 
 impl L2Input {
@@ -108,23 +114,23 @@ impl L2Input {
             out: None,
             pending: Vec::with_capacity(F),
             plan: [0; F],
-            nexts: [0; F],
             dkeys: [0; F],
-            dvals: [None; F],
             skeys: [0; F],
-            svals: [None; F],
+            dhome: [Home::default(); F],
+            shome: [Home::default(); F],
             forwarded: 0,
-            last_bd: (0, BdFlags::default()),
         }
     }
 
-    /// The flags of bridge domain `bd` (not 0), through the per-frame `last_bd`.
+    /// The flags of bridge domain `bd` (not 0), through `last` (the last bridge domain
+    /// looked at and its flags: a frame usually comes from one interface, so one bridge
+    /// domain).
     #[inline(always)]
-    fn flags_of(&mut self, bd: u16) -> BdFlags {
-        if self.last_bd.0 != bd {
-            self.last_bd = (bd, self.flags.get(bd as usize).copied().unwrap_or_default());
+    fn flags_of(flags: &[BdFlags], last: &mut (u16, BdFlags), bd: u16) -> BdFlags {
+        if last.0 != bd {
+            *last = (bd, flags.get(bd as usize).copied().unwrap_or_default());
         }
-        self.last_bd.1
+        last.1
     }
 
     /// The arc towards `interface-output` for a frame sent on `tx` (through the features
@@ -192,51 +198,82 @@ fn key_at(h: &[u8; 14], at: usize, bd: u16) -> u64 {
 }
 
 impl NodeFn for L2Input {
-    /// Three passes: (1) read every packet's bridge domain and MACs and collect the keys
-    /// to look up (cross-connected packets are finished here); (2) look the keys up in
-    /// batches (`lookup_many`: hashes first, buckets prefetched, so a big FIB's cache misses
-    /// overlap); (3) decide each bridged packet with its results.
+    /// Two passes over the frame, the L2 FIB lookups split between them (VPP's l2-input
+    /// hashes and prefetches ahead the same way): (1) every packet's bridge domain and MACs;
+    /// cross-connected packets are finished here; a bridged one's destination key (and its
+    /// source key when the bridge domain learns) is hashed to its home bucket; (2) each
+    /// bridged packet's lookups, which find their buckets in cache (prefetched
+    /// [`BUCKETS_AHEAD`] packets ahead: with a FIB bigger than the caches, 16 misses
+    /// overlap), and its decision.
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         const F: usize = sluice_graph::FRAME_SIZE;
         let arena = cx.arena();
         let n = frame.len().min(F);
         let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
         self.out_any = self.features.any(self.slot);
         self.out = None;
-        self.last_bd = (0, BdFlags::default());
-        let (mut nd, mut ns, mut xc, mut bridged) = (0usize, 0usize, 0u64, false);
-        let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
-        for (j, &bi) in frame.iter().enumerate() {
-            if let Some(&a) = ahead.get(j) {
-                arena.prefetch(a);
-            }
-            let (bd, tx) = {
-                // SAFETY: the dispatcher hands this node exclusive ownership of every index
-                // in `frame`; the reference is dropped before the buffer view below is made.
-                let h = unsafe { arena.header(bi) };
-                (h.l2.bd_index, h.tx_if)
-            };
+        let shared = Arc::clone(&self.shared);
+        // One array for the frame: the homes of pass 1 are its buckets.
+        // SAFETY: `fib` and every `Home` from it live in this call only, and a worker reaches
+        // a quiescent point only between frames (`Epochs::quiesce` at the top of the
+        // dispatcher's `run_once`), never inside a node's `frame`: the array stays allocated
+        // while they are in use, even if the main thread replaces it meanwhile.
+        let fib = unsafe { shared.fib.snapshot() };
+        let mut last = (0u16, BdFlags::default());
+        let (mut xc, mut bridged, mut learns) = (0u64, false, false);
+        // The last destination and source keys hashed, with their homes: a packet to (from)
+        // the MAC of the packet before is not hashed again, nor looked up again in pass 2
+        // (VPP's l2-fwd and l2-learn keep such a cached key). 0 is never a bridged packet's
+        // key (its bridge domain would be 0).
+        let (mut dk, mut dh, mut sk, mut sh) = (0u64, Home::default(), 0u64, Home::default());
+        for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
+            addrs.prefetch(j + PREFETCH_AHEAD, true);
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`, resolved into `addrs` above; the view lives for this iteration only.
+            let v = unsafe { arena.buffer_at(addrs, j, bi) };
+            let bd = v.hdr.l2.bd_index;
             if bd == 0 {
                 xc += 1;
                 self.plan[j] = CROSS_CONNECTED;
-                self.nexts[j] = self.output(tx).0;
+                *next = self.output(v.hdr.tx_if).0;
                 continue;
             }
             bridged = true;
-            // SAFETY: as above; the view lives for this iteration only.
-            let v = unsafe { arena.buffer(bi) };
             let mut p = 0;
-            let f = self.flags_of(bd);
+            let f = Self::flags_of(&self.flags, &mut last, bd);
             if let (true, Some(h)) = (f.on, v.head::<14>()) {
                 if h[0] & 1 == 0 {
-                    self.dkeys[nd & (F - 1)] = key_at(h, 0, bd);
-                    nd += 1;
+                    let k = key_at(h, 0, bd);
+                    if k != dk {
+                        dh = fib.home_only(k);
+                        if j < BUCKETS_AHEAD {
+                            fib.prefetch(dh);
+                        }
+                        dk = k;
+                        p |= NEW_DST;
+                    }
+                    self.dkeys[j] = k;
+                    self.dhome[j] = dh;
                     p |= LOOK_DST;
                 }
                 if f.learn && h[6] & 1 == 0 {
-                    self.skeys[ns & (F - 1)] = key_at(h, 6, bd);
-                    ns += 1;
+                    let k = key_at(h, 6, bd);
+                    if k != sk {
+                        sh = fib.home_only(k);
+                        if j < BUCKETS_AHEAD {
+                            fib.prefetch(sh);
+                        }
+                        sk = k;
+                        p |= NEW_SRC;
+                    }
+                    self.skeys[j] = k;
+                    self.shome[j] = sh;
                     p |= LOOK_SRC;
+                    learns = true;
                 }
             }
             self.plan[j] = p;
@@ -245,31 +282,41 @@ impl NodeFn for L2Input {
             cx.count(L2Counter::Xconnect, xc);
         }
         if bridged {
-            let fib = &self.shared.fib;
-            fib.lookup_many(&self.dkeys[..nd.min(F)], &mut self.dvals[..nd.min(F)]);
-            fib.lookup_many(&self.skeys[..ns.min(F)], &mut self.svals[..ns.min(F)]);
-            let now = if ns != 0 { cx.now_secs() as u32 } else { 0 };
-            let (mut di, mut si) = (0usize, 0usize);
-            for (j, &bi) in frame.iter().enumerate() {
+            let now = if learns { cx.now_secs() as u32 } else { 0 };
+            // The last keys looked up and what the FIB held for them.
+            let (mut dk, mut dv, mut sk, mut sv) = (0u64, None, 0u64, None);
+            for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
+                if let Some(&a) = self.plan[..n].get(j + BUCKETS_AHEAD) {
+                    if a & NEW_DST != 0 {
+                        fib.prefetch(self.dhome[j + BUCKETS_AHEAD]);
+                    }
+                    if a & NEW_SRC != 0 {
+                        fib.prefetch(self.shome[j + BUCKETS_AHEAD]);
+                    }
+                }
                 let p = self.plan[j];
                 if p == CROSS_CONNECTED {
                     continue;
                 }
                 // SAFETY: as above.
-                let mut v = unsafe { arena.buffer(bi) };
-                let dst = if p & LOOK_DST != 0 {
-                    di += 1;
-                    Some(self.dvals[(di - 1) & (F - 1)])
-                } else {
-                    None
-                };
-                if p & LOOK_SRC != 0 {
-                    si += 1;
-                    let k = self.skeys[(si - 1) & (F - 1)];
-                    self.learn(cx, &v, k, self.svals[(si - 1) & (F - 1)], now);
+                let mut v = unsafe { arena.buffer_at(addrs, j, bi) };
+                let mut dst = None;
+                if p & LOOK_DST != 0 {
+                    let k = self.dkeys[j];
+                    if k != dk {
+                        (dk, dv) = (k, fib.get(k, self.dhome[j]));
+                    }
+                    dst = Some(dv);
                 }
-                let f = self.flags_of(v.hdr.l2.bd_index);
-                self.nexts[j] = self.bridge(cx, &mut v, f, dst).0;
+                if p & LOOK_SRC != 0 {
+                    let k = self.skeys[j];
+                    if k != sk {
+                        (sk, sv) = (k, fib.get(k, self.shome[j]));
+                    }
+                    self.learn(cx, &v, k, sv, now);
+                }
+                let f = Self::flags_of(&self.flags, &mut last, v.hdr.l2.bd_index);
+                *next = self.bridge(cx, &mut v, f, dst).0;
             }
             if self.forwarded != 0 {
                 cx.count(L2Counter::Forwarded, self.forwarded);
@@ -284,7 +331,8 @@ impl NodeFn for L2Input {
             }
             self.pending.clear();
         }
-        cx.enqueue_to_next(frame, &self.nexts[..n]);
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self

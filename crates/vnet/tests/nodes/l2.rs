@@ -94,6 +94,170 @@ fn bridge_forwards_to_a_known_mac_and_filters_hairpins() {
     t.assert_no_leaks();
 }
 
+/// `l2-input` looks a key up once for a run of packets with the same destination (or
+/// source): every packet of a frame that mixes runs of known, unknown and broadcast
+/// destinations still goes where its own destination says, and a run of one source learns
+/// once.
+#[test]
+fn runs_of_one_destination_in_a_frame_each_go_to_their_own_port() {
+    let (mut t, [l0, l1, l2]) = three_ports();
+    t.cli(
+        "set interface l2 bridge loop0 1
+         set interface l2 bridge loop1 1
+         set interface l2 bridge loop2 1
+         l2fib add 02:00:00:00:00:0a 1 loop1 static
+         l2fib add 02:00:00:00:00:0b 1 loop2 static",
+    );
+    const C: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
+    const E: [u8; 6] = [2, 0, 0, 0, 0, 0xe];
+    const G: [u8; 6] = [2, 0, 0, 0, 0, 0x6];
+    let dsts = [A, A, B, B, A, C, C, A, [0xff; 6], A, B, A];
+    let srcs = [E, E, E, G, G, E, E, E, E, G, G, E];
+    let frames: Vec<Vec<u8>> = dsts
+        .iter()
+        .zip(&srcs)
+        .enumerate()
+        .map(|(i, (&d, &s))| {
+            let mut f = frame(d, s);
+            let last = f.len() - 1;
+            f[last] = i as u8;
+            f
+        })
+        .collect();
+    receive(&mut t, l0, 1, 0, &frames);
+    let mut got: Vec<(u8, u32)> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
+        .collect();
+    got.sort();
+    let mut want = Vec::new();
+    for (i, d) in dsts.iter().enumerate() {
+        match *d {
+            A => want.push((i as u8, l1)),
+            B => want.push((i as u8, l2)),
+            _ => want.extend([(i as u8, l1), (i as u8, l2)]),
+        }
+    }
+    want.sort();
+    assert_eq!(got, want);
+    t.assert_counters(&[("forwarded", 9), ("flooded", 3), ("learn_events", 2)]);
+    t.assert_no_leaks();
+}
+
+/// A frame of 40 packets (past the 16-packet bucket look-ahead, with runs of one
+/// destination, source and bridge domain crossing index 16) from two rx interfaces in two
+/// bridge domains that both hold MAC A (to different ports): each packet goes where its own
+/// bridge domain's FIB says, and each unknown source learns once per change of its rx
+/// interface (source E is static in one bridge domain only), so a destination or source
+/// key, home or FIB value reused across bridge domains changes the ports or the learn
+/// events.
+#[test]
+fn a_long_frame_across_two_bridge_domains_and_two_rx_ports() {
+    let (mut t, [l0, l1, l2]) = three_ports();
+    t.cli(
+        "create loopback interface
+         create loopback interface
+         set interface state loop3 up
+         set interface state loop4 up
+         set interface l2 bridge loop0 1
+         set interface l2 bridge loop1 1
+         set interface l2 bridge loop2 1
+         set interface l2 bridge loop3 2
+         set interface l2 bridge loop4 2
+         l2fib add 02:00:00:00:00:0a 1 loop1 static
+         l2fib add 02:00:00:00:00:0b 1 loop2 static
+         l2fib add 02:00:00:00:00:0a 2 loop4 static
+         l2fib add 02:00:00:00:00:0e 1 loop0 static",
+    );
+    let (l3, l4) = (t.sw_if("loop3"), t.sw_if("loop4"));
+    const C: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
+    const E: [u8; 6] = [2, 0, 0, 0, 0, 0xe];
+    const G: [u8; 6] = [2, 0, 0, 0, 0, 0x6];
+    let members = |bd: u16| {
+        if bd == 1 {
+            vec![l0, l1, l2]
+        } else {
+            vec![l3, l4]
+        }
+    };
+    let fib = |bd: u16, d: [u8; 6]| match (bd, d) {
+        (1, A) => Some(l1),
+        (1, B) => Some(l2),
+        (2, A) => Some(l4),
+        _ => None,
+    };
+    // (bridge domain, rx, destination, source) of packet i.
+    let pkt = |i: usize| {
+        let bd = if (i / 6) % 3 == 2 { 2 } else { 1 };
+        let rx = match (bd, (i / 5) % 2) {
+            (1, 0) => l0,
+            (1, _) => l2,
+            (_, 0) => l3,
+            _ => l4,
+        };
+        let dst = [A, B, C, A, [0xff; 6]][(i / 3) % 5];
+        let src = if (i / 4) % 2 == 0 { E } else { G };
+        (bd, rx, dst, src)
+    };
+    let n = 40;
+    let bufs: Vec<BufIdx> = (0..n)
+        .map(|i| {
+            let (bd, rx, dst, src) = pkt(i);
+            let mut f = frame(dst, src);
+            let last = f.len() - 1;
+            f[last] = i as u8;
+            t.packet(&f, |h| {
+                h.rx_if = rx;
+                h.l2.bd_index = bd;
+            })
+        })
+        .collect();
+    t.inject(&bufs);
+    let mut got: Vec<(u8, u32)> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
+        .collect();
+    got.sort();
+    let mut want = Vec::new();
+    let (mut forwarded, mut flooded, mut filtered, mut learns) = (0, 0, 0, 0);
+    let mut last_rx = std::collections::HashMap::new();
+    for i in 0..n {
+        let (bd, rx, dst, src) = pkt(i);
+        // E is static in bridge domain 1 (never learned there), unknown in 2.
+        if (bd, src) != (1, E) && last_rx.insert((bd, src), rx) != Some(rx) {
+            learns += 1;
+        }
+        match fib(bd, dst) {
+            Some(tx) if tx == rx => filtered += 1,
+            Some(tx) => {
+                forwarded += 1;
+                want.push((i as u8, tx));
+            }
+            None => {
+                flooded += 1;
+                want.extend(
+                    members(bd)
+                        .into_iter()
+                        .filter(|&m| m != rx)
+                        .map(|m| (i as u8, m)),
+                );
+            }
+        }
+    }
+    want.sort();
+    assert_eq!(got, want);
+    assert!(filtered > 0 && learns > 4);
+    t.assert_counters(&[
+        ("forwarded", forwarded),
+        ("flooded", flooded),
+        ("filtered", filtered),
+        ("learn_events", learns),
+    ]);
+    t.assert_no_leaks();
+}
+
 #[test]
 fn unknown_bridge_and_runts_are_dropped() {
     let (mut t, [l0, _, _]) = three_ports();
