@@ -488,6 +488,70 @@ struct AclNode<const V6: bool, const OUT: bool> {
     keep: [BufIdx; FRAME_SIZE],
     nexts: [u16; FRAME_SIZE],
     hand: Vec<Vec<BufIdx>>,
+    /// The IPv4 nodes' per-packet session keys of a frame with stateful interfaces
+    /// ([`AclNode::pre4`]), and the look-ahead's bihash answers.
+    pre: [Pre; FRAME_SIZE],
+}
+
+/// What [`AclNode::hit4`] takes of a packet: nothing ([`Pre::SKIP`]: the general path,
+/// [`AclNode::one`], from the start), the owner thread to hand it to, or its session key on
+/// this thread; read from the header in the frame's first pass, so that the main loop can
+/// prefetch the bihash bucket of a packet [`BUCKET_AHEAD`] on and look up the slot (and
+/// prefetch the session record) of the one [`SESSION_AHEAD`] on.
+#[derive(Clone, Copy)]
+struct Pre {
+    /// The packed session key ([`Packed4::pk`]) and its table digest.
+    pk: [u64; 2],
+    dig: u64,
+    /// The slot the look-ahead found for `dig` (`NO_SLOT`: none), valid while the table's
+    /// [`Table::changes`] is `changes`.
+    slot: u32,
+    changes: u32,
+    /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`), [`Pre::HERE`] or [`Pre::LOOKED`] (on this
+    /// thread, its slot looked up).
+    kind: u8,
+    /// The packet's source is the key's `lo` end.
+    src_lo: bool,
+    /// The thread to hand it to.
+    owner: u16,
+}
+
+/// [`Pre::slot`] when the bihash holds no slot for the digest.
+const NO_SLOT: u32 = u32::MAX;
+
+impl Pre {
+    /// Not for [`AclNode::hit4`].
+    const SKIP: u8 = 0;
+    /// Handed to `owner`.
+    const HAND: u8 = 1;
+    /// Looked up on this thread.
+    const HERE: u8 = 2;
+    /// `HERE`, and `slot` is the look-ahead's answer.
+    const LOOKED: u8 = 3;
+    const NONE: Pre = Pre {
+        pk: [0; 2],
+        dig: 0,
+        slot: NO_SLOT,
+        changes: 0,
+        kind: Pre::SKIP,
+        src_lo: false,
+        owner: 0,
+    };
+
+    /// The look-ahead: the slot of a packet to be looked up here, and a prefetch of its
+    /// session record.
+    #[inline(always)]
+    fn look(&mut self, t: &Table) {
+        if self.kind == Pre::HERE {
+            let slot = t.find(self.dig);
+            if let Some(i) = slot {
+                t.prefetch_slot(i);
+            }
+            self.slot = slot.unwrap_or(NO_SLOT);
+            self.changes = t.changes();
+            self.kind = Pre::LOOKED;
+        }
+    }
 }
 
 /// What an [`AclNode`] is made of besides its per-frame arrays.
@@ -506,12 +570,20 @@ impl AclNodeParts {
             keep: [BufIdx(0); FRAME_SIZE],
             nexts: [0; FRAME_SIZE],
             hand: Vec::new(),
+            pre: [Pre::NONE; FRAME_SIZE],
         })
     }
 }
 
 /// How many packets ahead the node prefetches.
 const AHEAD: usize = 2;
+
+/// How many packets ahead the IPv4 nodes prefetch the session table's bucket of a
+/// stateful interface's packet ([`Pre`]).
+const BUCKET_AHEAD: usize = 8;
+
+/// How many packets ahead they look the slot up in that bucket and prefetch the session.
+const SESSION_AHEAD: usize = 4;
 
 /// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
 /// the run of packets the same rule of the current list matched, whose hit count is added
@@ -648,14 +720,64 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         pass
     }
 
-    /// A TCP or UDP packet of a stateful IPv4 interface (below 2^23), its session key read
-    /// straight from the header ([`Packed4`]): handed to its owner thread, or admitted by
-    /// its session in this direction (or dropped by its TCP checks). `Err` for the rest,
-    /// which [`AclNode::one`] takes: [`Probed::No`] for packets this does not take (an IP
-    /// header with options, a fragment, another protocol, a TCP header shorter than the
-    /// 14 bytes [`key_of`] reads: no session key, no handoff), [`Probed::Yes`] for a
+    /// The frame's first pass, for a packet of a stateful IPv4 interface `sw_if` (below
+    /// 2^23): a TCP or UDP packet's session key read straight from the header
+    /// ([`Packed4`]) and its table digest, or the thread to hand it to; [`Pre::SKIP`] for
+    /// what [`AclNode::hit4`] does not take (an IP header with options, a fragment, another
+    /// protocol, a TCP header shorter than the 14 bytes [`key_of`] reads: no session key,
+    /// no handoff).
+    #[inline(always)]
+    fn pre4(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
+        let off = if OUT { 14 } else { 0 };
+        let Some(h) = b
+            .data()
+            .get(off..)
+            .and_then(|d| d.first_chunk::<24>())
+            .copied()
+        else {
+            return Pre::NONE;
+        };
+        // Version 4 without options, offset 0 (first fragment or none), TCP or UDP.
+        let proto = h[9];
+        if h[0] != 0x45 || h[6] & 0x1f != 0 || h[7] != 0 || (proto != 6 && proto != 17) {
+            return Pre::NONE;
+        }
+        // TCP with fewer than the 14 header bytes `key_of` reads has no session key.
+        if proto == 6 && b.data().len() < off + 20 + 14 {
+            return Pre::NONE;
+        }
+        let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
+        let p = Packed4::of(sw_if, proto, be32(12), be16(20), be32(16), be16(22));
+        if fc.owners > 0 {
+            let owner = 1 + (p.owner_hash() % fc.owners as u64) as usize;
+            if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
+                return Pre {
+                    kind: Pre::HAND,
+                    owner: owner as u16,
+                    ..Pre::NONE
+                };
+            }
+        }
+        Pre {
+            pk: p.pk,
+            dig: fc.t.sessions.digest4(p.pk),
+            slot: NO_SLOT,
+            changes: 0,
+            kind: Pre::HERE,
+            src_lo: p.src_lo,
+            owner: 0,
+        }
+    }
+
+    /// A TCP or UDP packet of a stateful IPv4 interface (below 2^23) with its first pass's
+    /// [`Pre`]: handed to its owner thread, or admitted by its session in this direction
+    /// (or dropped by its TCP checks). `Err` for the rest, which [`AclNode::one`] takes:
+    /// [`Probed::No`] for packets this does not take ([`Pre::SKIP`]), [`Probed::Yes`] for a
     /// session miss or a one-armed flow, whose lookup `one` does not repeat. This only
-    /// shortcuts what `one` would do, with the same outcome.
+    /// shortcuts what `one` would do, with the same outcome. The slot the look-ahead found
+    /// is used while the table has not changed since (a session created or freed by an
+    /// earlier packet of the frame), else looked up again.
     #[inline(always)]
     fn hit4(
         &self,
@@ -664,39 +786,28 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         ic: &IfCtx,
         b: &mut Buffer<'_>,
         tally: &mut Tally,
+        p: &Pre,
     ) -> Result<Verdict, Probed> {
         let off = if OUT { 14 } else { 0 };
-        let Some(h) = b
-            .data()
-            .get(off..)
-            .and_then(|d| d.first_chunk::<24>())
-            .copied()
-        else {
-            return Err(Probed::No);
-        };
-        // Version 4 without options, offset 0 (first fragment or none), TCP or UDP.
-        let proto = h[9];
-        if h[0] != 0x45 || h[6] & 0x1f != 0 || h[7] != 0 || (proto != 6 && proto != 17) {
-            return Err(Probed::No);
-        }
-        // TCP with fewer than the 14 header bytes `key_of` reads has no session key.
-        if proto == 6 && b.data().len() < off + 20 + 14 {
-            return Err(Probed::No);
-        }
-        let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
-        let p = Packed4::of(ic.sw_if, proto, be32(12), be16(20), be32(16), be16(22));
-        if fc.owners > 0 {
-            let owner = 1 + (p.owner_hash() % fc.owners as u64) as usize;
-            if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
-                b.hdr.handoff_thread = (owner + 1) as u16;
-                return Ok(Verdict::Handoff(owner));
+        match p.kind {
+            Pre::SKIP => return Err(Probed::No),
+            Pre::HAND => {
+                b.hdr.handoff_thread = p.owner + 1;
+                return Ok(Verdict::Handoff(p.owner as usize));
             }
+            _ => {}
         }
         b.hdr.handoff_thread = 0;
-        let Some(s) = fc.t.sessions.lookup4(p.pk, fc.now, &fc.cur.timeouts) else {
+        let t = &mut fc.t.sessions;
+        let slot = if p.kind == Pre::LOOKED && p.changes == t.changes() {
+            (p.slot != NO_SLOT).then_some(p.slot)
+        } else {
+            t.find(p.dig)
+        };
+        let Some(s) = t.at4(slot, p.pk, fc.now, &fc.cur.timeouts) else {
             return Err(Probed::Yes { live: false });
         };
+        let proto = (p.pk[1] >> 24) as u8;
         let from_init = p.src_lo == s.init_lo;
         // The initiator in the creating direction, the responder in the other.
         if (s.out == OUT) != from_init {
@@ -720,6 +831,129 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         s.touch(from_init, flags, fc.now);
         tally.session_hit += 1;
         Ok(Verdict::Next(ic.pass))
+    }
+
+    /// [`AclNode::packets`] with the look-ahead, out of line: inlined beside the other it
+    /// cost the stateless path 7 instructions a packet (code generation).
+    #[inline(never)]
+    fn packets_ahead(
+        &mut self,
+        cx: &mut Cx,
+        arena: sluice_buffer::Arena<'_>,
+        frame: &[BufIdx],
+        addrs: &sluice_buffer::FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
+        fc: &mut Fc,
+        tally: &mut Tally,
+    ) -> (usize, bool) {
+        self.packets::<true>(cx, arena, frame, addrs, fc, tally)
+    }
+
+    /// The frame's packets: each one's verdict into `keep`/`nexts` (returned: how many) or
+    /// the handoff lists (returned: whether any); the frame's counts into `tally` (its last
+    /// run added). `PIPE` (IPv4, a stateful interface's
+    /// session table larger than the caches): a first pass reads every packet's session
+    /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
+    /// of its packets: the bucket of packet i + [`BUCKET_AHEAD`] prefetched, the slot of
+    /// i + [`SESSION_AHEAD`] looked up and its session prefetched while i is processed; the
+    /// first packets' ones before the loop.
+    #[inline(always)]
+    fn packets<const PIPE: bool>(
+        &mut self,
+        cx: &mut Cx,
+        arena: sluice_buffer::Arena<'_>,
+        frame: &[BufIdx],
+        addrs: &sluice_buffer::FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
+        fc: &mut Fc,
+        tally: &mut Tally,
+    ) -> (usize, bool) {
+        let cur = fc.cur;
+        let (mut handed, mut kept) = (false, 0usize);
+        let mut ic: Option<IfCtx> = None;
+        let n = frame.len();
+        if PIPE {
+            let mut run = (u32::MAX, false);
+            for (j, &bj) in frame.iter().enumerate() {
+                addrs.prefetch(j + AHEAD, true);
+                // SAFETY: as in the main loop below: exclusive ownership of `bj`, resolved
+                // into `addrs` at position `j`; the view lives for this iteration only.
+                let b = unsafe { arena.buffer_at(addrs, j, bj) };
+                let sw_if = self.sw_if(&b);
+                if run.0 != sw_if {
+                    let st = cur.stateful.get(sw_if as usize).copied().unwrap_or(false);
+                    run = (sw_if, st && sw_if >> 23 == 0);
+                }
+                self.pre[j] = if run.1 {
+                    self.pre4(fc, sw_if, &b)
+                } else {
+                    Pre::NONE
+                };
+                if j < BUCKET_AHEAD && self.pre[j].kind == Pre::HERE {
+                    fc.t.sessions.prefetch_bucket(self.pre[j].dig);
+                }
+            }
+            for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
+                p.look(&fc.t.sessions);
+            }
+        }
+        for (i, &bi) in frame.iter().enumerate() {
+            addrs.prefetch(i + AHEAD, true);
+            if PIPE {
+                if let Some(p) = self.pre[..n].get(i + BUCKET_AHEAD) {
+                    if p.kind == Pre::HERE {
+                        fc.t.sessions.prefetch_bucket(p.dig);
+                    }
+                }
+                if let Some(p) = self.pre[..n].get_mut(i + SESSION_AHEAD) {
+                    p.look(&fc.t.sessions);
+                }
+            }
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
+            // the view lives only for this iteration.
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            let sw_if = self.sw_if(&b);
+            let c = match ic {
+                Some(ref c) if c.sw_if == sw_if => c,
+                _ => {
+                    tally.flush(&mut fc.t.hits, ic.as_ref().and_then(|c| c.list));
+                    ic.insert(self.if_ctx(cur, sw_if))
+                }
+            };
+            let v = if c.stateful {
+                let hit = if PIPE {
+                    // `pre4` skipped an interface from 2^23 on.
+                    self.hit4(cx, fc, c, &mut b, tally, &self.pre[i])
+                } else if V6 || c.sw_if >> 23 != 0 {
+                    Err(Probed::No)
+                } else {
+                    let p = self.pre4(fc, c.sw_if, &b);
+                    self.hit4(cx, fc, c, &mut b, tally, &p)
+                };
+                match hit {
+                    Ok(v) => v,
+                    Err(p) => self.one(cx, fc, c, &mut b, tally, p),
+                }
+            } else if let Some(list) = c.list {
+                Verdict::Next(self.stateless(cx, list, c.pass, &mut b, tally, &mut fc.t.hits))
+            } else {
+                tally.permit += 1;
+                Verdict::Next(c.pass)
+            };
+            match v {
+                Verdict::Next(nx) => {
+                    // `kept` <= `i` < FRAME_SIZE (the frame is cut to FRAME_SIZE above).
+                    self.keep[kept] = bi;
+                    self.nexts[kept] = nx.0;
+                    kept += 1;
+                }
+                Verdict::Handoff(t) => {
+                    self.hand[t].push(bi);
+                    handed = true;
+                }
+            }
+        }
+        tally.flush(&mut fc.t.hits, ic.and_then(|c| c.list));
+        (kept, handed)
     }
 
     /// A packet of a stateful interface: its session first (unless [`AclNode::hit4`] looked
@@ -903,53 +1137,18 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             owners: n_threads.saturating_sub(1),
             now: cx.now_secs(),
         };
-        let (mut handed, mut kept) = (false, 0usize);
         let mut tally = Tally::default();
-        let mut ic: Option<IfCtx> = None;
-        for (i, &bi) in frame.iter().enumerate() {
-            sc.addrs.prefetch(i + AHEAD, true);
-            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once, `sc.addrs` was resolved from `frame` above and
-            // the view lives only for this iteration.
-            let mut b = unsafe { arena.buffer_at(&sc.addrs, i, bi) };
-            let sw_if = self.sw_if(&b);
-            let c = match ic {
-                Some(ref c) if c.sw_if == sw_if => c,
-                _ => {
-                    tally.flush(&mut fc.t.hits, ic.as_ref().and_then(|c| c.list));
-                    ic.insert(self.if_ctx(&cur, sw_if))
-                }
-            };
-            let v = if c.stateful {
-                let hit = if V6 || c.sw_if >> 23 != 0 {
-                    Err(Probed::No)
-                } else {
-                    self.hit4(cx, &mut fc, c, &mut b, &mut tally)
-                };
-                match hit {
-                    Ok(v) => v,
-                    Err(p) => self.one(cx, &mut fc, c, &mut b, &mut tally, p),
-                }
-            } else if let Some(list) = c.list {
-                Verdict::Next(self.stateless(cx, list, c.pass, &mut b, &mut tally, &mut fc.t.hits))
-            } else {
-                tally.permit += 1;
-                Verdict::Next(c.pass)
-            };
-            match v {
-                Verdict::Next(nx) => {
-                    // `kept` <= `i` < FRAME_SIZE (the frame is cut to FRAME_SIZE above).
-                    self.keep[kept] = bi;
-                    self.nexts[kept] = nx.0;
-                    kept += 1;
-                }
-                Verdict::Handoff(t) => {
-                    self.hand[t].push(bi);
-                    handed = true;
-                }
-            }
-        }
-        tally.flush(&mut fc.t.hits, ic.and_then(|c| c.list));
+        // The IPv4 nodes, when a stateful interface's session table is larger than the
+        // caches (`Table::pipe_min`), keep its misses ahead of the packets (`packets`).
+        let pipe = !V6 && !cur.stateful.is_empty() && {
+            let t = &fc.t.sessions;
+            t.len() >= t.pipe_min
+        };
+        let (kept, handed) = if pipe {
+            self.packets_ahead(cx, arena, frame, &sc.addrs, &mut fc, &mut tally)
+        } else {
+            self.packets::<false>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally)
+        };
         drop(guard);
         if tally.permit > 0 {
             cx.count(AclCounter::Permit, tally.permit);
@@ -2041,6 +2240,68 @@ mod tests {
             ("session_created", 1),
             ("session_hit", 3),
             ("deny", 2),
+        ]);
+        t.assert_no_leaks();
+    }
+
+    /// Sessions a frame creates admit the frame's later packets of their flows, at every
+    /// distance from the look-ahead (the IPv4 nodes look a packet's slot up
+    /// `SESSION_AHEAD` packets before they process it, the first ones before the loop): a
+    /// slot looked up before an earlier packet created the session is looked up again,
+    /// not taken for a miss (which would meet the rules, try a second session and drop
+    /// the packet as `hash_collision`).
+    #[test]
+    fn sessions_made_in_a_frame_admit_its_later_packets() {
+        // With the look-ahead from the first session on, and without.
+        for pipe_min in [0, usize::MAX] {
+            sessions_made_in_a_frame(pipe_min);
+        }
+    }
+
+    fn sessions_made_in_a_frame(pipe_min: usize) {
+        use sluice_vnet::testing::pkt;
+        let mut t = input4_test();
+        t.cli(
+            "create packet-generator interface pg0
+             set acl-plugin acl permit+reflect src 10.0.0.0/24 dst 0.0.0.0/0
+             set acl-plugin interface pg0 input acl 0",
+        );
+        for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
+            lock(th).sessions.pipe_min = pipe_min;
+        }
+        let sw = t.sw_if("pg0");
+        let flow = |f: u16| {
+            pkt(&format!(
+                "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
+                1000 + f
+            ))
+        };
+        // Flow f's packets at distances 1 to 12 from its first; then 16 flows back to back
+        // again (distance 16).
+        let mut order = Vec::new();
+        let mut next = 0;
+        for d in 1..=12u16 {
+            let (a, b) = (next, next + 1);
+            next += 2;
+            order.push(a);
+            order.extend(std::iter::repeat_n(b, d as usize - 1));
+            order.push(a);
+            order.push(b);
+        }
+        order.extend(0..16);
+        let flows = next as u64;
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&f| t.packet(&flow(f), |h| h.rx_if = sw))
+            .collect();
+        assert!(bufs.len() <= FRAME_SIZE);
+        t.inject(&bufs);
+        assert_eq!(t.arc("ip4-lookup").len(), order.len());
+        assert_eq!(t.drops().len(), 0);
+        t.assert_counters(&[
+            ("permit", flows),
+            ("session_created", flows),
+            ("session_hit", order.len() as u64 - flows),
         ]);
         t.assert_no_leaks();
     }
