@@ -882,13 +882,17 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                     let st = cur.stateful.get(sw_if as usize).copied().unwrap_or(false);
                     run = (sw_if, st && sw_if >> 23 == 0);
                 }
-                self.pre[j] = if run.1 {
-                    self.pre4(fc, sw_if, &b)
+                // Stored in place (a select of the two values cost a copy through the stack);
+                // `hit4` reads nothing but `kind` of a skipped packet.
+                if run.1 {
+                    self.pre[j] = self.pre4(fc, sw_if, &b);
                 } else {
-                    Pre::NONE
-                };
-                if j < BUCKET_AHEAD && self.pre[j].kind == Pre::HERE {
-                    fc.t.sessions.prefetch_bucket(self.pre[j].dig);
+                    self.pre[j].kind = Pre::SKIP;
+                }
+            }
+            for p in &self.pre[..n.min(BUCKET_AHEAD)] {
+                if p.kind == Pre::HERE {
+                    fc.t.sessions.prefetch_bucket(p.dig);
                 }
             }
             for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
