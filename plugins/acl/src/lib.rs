@@ -59,7 +59,8 @@ use session::{Packed4, SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Ti
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
 use sluice_graph::{
-    Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE, SCRATCH_AHEAD,
+    Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE,
+    SCRATCH_AHEAD,
 };
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::feature::{FeatureDef, FeatureNext};
@@ -720,44 +721,85 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         pass
     }
 
-    /// The frame's first pass, for a packet of a stateful IPv4 interface `sw_if` (below
-    /// 2^23): a TCP or UDP packet's session key read straight from the header
-    /// ([`Packed4`]) and its table digest, or the thread to hand it to; [`Pre::SKIP`] for
-    /// what [`AclNode::hit4`] does not take (an IP header with options, a fragment, another
-    /// protocol, a TCP header shorter than the 14 bytes [`key_of`] reads: no session key,
-    /// no handoff).
+    /// A TCP or UDP packet of a stateful IPv4 interface `sw_if` (below 2^23): its session
+    /// key read straight from the header ([`Packed4`]); `None` for what [`AclNode::hit4`]
+    /// does not take (an IP header with options, a fragment, another protocol, a TCP
+    /// header shorter than the 14 bytes [`key_of`] reads: no session key, no handoff).
     #[inline(always)]
-    fn pre4(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
+    fn packed4(sw_if: u32, b: &Buffer<'_>) -> Option<(Packed4, u8)> {
         let off = if OUT { 14 } else { 0 };
-        let Some(h) = b
-            .data()
-            .get(off..)
-            .and_then(|d| d.first_chunk::<24>())
-            .copied()
-        else {
-            return Pre::NONE;
-        };
+        let h = *b.data().get(off..)?.first_chunk::<24>()?;
         // Version 4 without options, offset 0 (first fragment or none), TCP or UDP.
         let proto = h[9];
         if h[0] != 0x45 || h[6] & 0x1f != 0 || h[7] != 0 || (proto != 6 && proto != 17) {
-            return Pre::NONE;
+            return None;
         }
         // TCP with fewer than the 14 header bytes `key_of` reads has no session key.
         if proto == 6 && b.data().len() < off + 20 + 14 {
-            return Pre::NONE;
+            return None;
         }
         let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
         let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
         let p = Packed4::of(sw_if, proto, be32(12), be16(20), be32(16), be16(22));
+        Some((p, proto))
+    }
+
+    /// The thread other than this one that owns `p`'s session, unless the packet was
+    /// handed here already.
+    #[inline(always)]
+    fn owner4(fc: &Fc, p: &Packed4, b: &Buffer<'_>) -> Option<usize> {
         if fc.owners > 0 {
             let owner = 1 + (p.owner_hash() % fc.owners as u64) as usize;
             if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
-                return Pre {
-                    kind: Pre::HAND,
-                    owner: owner as u16,
-                    ..Pre::NONE
-                };
+                return Some(owner);
             }
+        }
+        None
+    }
+
+    /// A TCP or UDP packet of a stateful IPv4 interface (below 2^23), its session key read
+    /// straight from the header ([`AclNode::packed4`]): handed to its owner thread, or
+    /// admitted by its session in this direction (or dropped by its TCP checks). `Err` for
+    /// the rest, which [`AclNode::one`] takes: [`Probed::No`] for packets this does not
+    /// take, [`Probed::Yes`] for a session miss or a one-armed flow, whose lookup `one`
+    /// does not repeat. This only shortcuts what `one` would do, with the same outcome.
+    #[inline(always)]
+    fn hit4(
+        &self,
+        cx: &mut Cx,
+        fc: &mut Fc,
+        ic: &IfCtx,
+        b: &mut Buffer<'_>,
+        tally: &mut Tally,
+    ) -> Result<Verdict, Probed> {
+        let Some((p, proto)) = Self::packed4(ic.sw_if, b) else {
+            return Err(Probed::No);
+        };
+        if let Some(owner) = Self::owner4(fc, &p, b) {
+            b.hdr.handoff_thread = (owner + 1) as u16;
+            return Ok(Verdict::Handoff(owner));
+        }
+        b.hdr.handoff_thread = 0;
+        let t = &fc.t.sessions;
+        let slot = t.find(t.digest4(p.pk));
+        self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto)
+    }
+
+    /// The look-ahead's first pass, for a packet of a stateful IPv4 interface `sw_if`
+    /// (below 2^23): what [`AclNode::hit4`] reads before the lookup, kept for
+    /// [`AclNode::hit4_ahead`]: the session key and its table digest, or the thread to
+    /// hand the packet to; [`Pre::SKIP`] for what `hit4` does not take.
+    #[inline(always)]
+    fn pre4(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
+        let Some((p, _)) = Self::packed4(sw_if, b) else {
+            return Pre::NONE;
+        };
+        if let Some(owner) = Self::owner4(fc, &p, b) {
+            return Pre {
+                kind: Pre::HAND,
+                owner: owner as u16,
+                ..Pre::NONE
+            };
         }
         Pre {
             pk: p.pk,
@@ -770,16 +812,11 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         }
     }
 
-    /// A TCP or UDP packet of a stateful IPv4 interface (below 2^23) with its first pass's
-    /// [`Pre`]: handed to its owner thread, or admitted by its session in this direction
-    /// (or dropped by its TCP checks). `Err` for the rest, which [`AclNode::one`] takes:
-    /// [`Probed::No`] for packets this does not take ([`Pre::SKIP`]), [`Probed::Yes`] for a
-    /// session miss or a one-armed flow, whose lookup `one` does not repeat. This only
-    /// shortcuts what `one` would do, with the same outcome. The slot the look-ahead found
-    /// is used while the table has not changed since (a session created or freed by an
+    /// [`AclNode::hit4`] from the first pass's [`Pre`]. The slot the look-ahead found is
+    /// used while the table has not changed since (a session created or freed by an
     /// earlier packet of the frame), else looked up again.
     #[inline(always)]
-    fn hit4(
+    fn hit4_ahead(
         &self,
         cx: &mut Cx,
         fc: &mut Fc,
@@ -788,7 +825,6 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         tally: &mut Tally,
         p: &Pre,
     ) -> Result<Verdict, Probed> {
-        let off = if OUT { 14 } else { 0 };
         match p.kind {
             Pre::SKIP => return Err(Probed::No),
             Pre::HAND => {
@@ -798,17 +834,37 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             _ => {}
         }
         b.hdr.handoff_thread = 0;
-        let t = &mut fc.t.sessions;
+        let t = &fc.t.sessions;
         let slot = if p.kind == Pre::LOOKED && p.changes == t.changes() {
             (p.slot != NO_SLOT).then_some(p.slot)
         } else {
             t.find(p.dig)
         };
-        let Some(s) = t.at4(slot, p.pk, fc.now, &fc.cur.timeouts) else {
+        let proto = (p.pk[1] >> 24) as u8;
+        self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto)
+    }
+
+    /// The end of [`AclNode::hit4`]: the session in `slot` (the bihash's answer for the
+    /// key `pk`'s digest), if it is `pk`'s and admits the packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn hit_at(
+        &self,
+        cx: &mut Cx,
+        fc: &mut Fc,
+        ic: &IfCtx,
+        b: &mut Buffer<'_>,
+        tally: &mut Tally,
+        slot: Option<u32>,
+        pk: [u64; 2],
+        src_lo: bool,
+        proto: u8,
+    ) -> Result<Verdict, Probed> {
+        let off = if OUT { 14 } else { 0 };
+        let Some(s) = fc.t.sessions.at4(slot, pk, fc.now, &fc.cur.timeouts) else {
             return Err(Probed::Yes { live: false });
         };
-        let proto = (p.pk[1] >> 24) as u8;
-        let from_init = p.src_lo == s.init_lo;
+        let from_init = src_lo == s.init_lo;
         // The initiator in the creating direction, the responder in the other.
         if (s.out == OUT) != from_init {
             return Err(Probed::Yes { live: true });
@@ -833,19 +889,81 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         Ok(Verdict::Next(ic.pass))
     }
 
-    /// [`AclNode::packets`] with the look-ahead, out of line: inlined beside the other it
-    /// cost the stateless path 7 instructions a packet (code generation).
+    /// [`NodeFn::frame`] with the look-ahead ([`AclNode::packets`] with `PIPE`), out of
+    /// line and with its own per-frame state, so that the direct loop's code is generated
+    /// as if it were not there (inlined beside it, or sharing its context and tally, it
+    /// cost the stateless path 4 to 7 instructions a packet).
     #[inline(never)]
-    fn packets_ahead(
+    fn frame_ahead(
         &mut self,
         cx: &mut Cx,
-        arena: sluice_buffer::Arena<'_>,
         frame: &[BufIdx],
-        addrs: &sluice_buffer::FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
-        fc: &mut Fc,
-        tally: &mut Tally,
-    ) -> (usize, bool) {
-        self.packets::<true>(cx, arena, frame, addrs, fc, tally)
+        sc: Box<FrameScratch>,
+        mut guard: MutexGuard<'_, ThreadAcl>,
+        cur: &Compiled,
+    ) {
+        let arena = cx.arena();
+        let me = cx.thread();
+        let mut fc = Fc {
+            t: &mut guard,
+            cur,
+            me,
+            owners: self.shared.threads().len().saturating_sub(1),
+            now: cx.now_secs(),
+        };
+        let mut tally = Tally::default();
+        let (kept, handed) = self.packets::<true>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
+        drop(guard);
+        self.finish(cx, sc, &tally, kept, handed);
+    }
+
+    /// The end of a frame, both loops': the frame's counters, its scratch given back, the
+    /// kept packets to their next nodes and the handed ones to their threads.
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        sc: Box<FrameScratch>,
+        tally: &Tally,
+        kept: usize,
+        handed: bool,
+    ) {
+        if tally.permit > 0 {
+            cx.count(AclCounter::Permit, tally.permit);
+        }
+        if tally.session_hit > 0 {
+            cx.count(AclCounter::SessionHit, tally.session_hit);
+        }
+        debug_assert!(kept <= FRAME_SIZE);
+        cx.put_frame_scratch(sc);
+        cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
+        // `Cx::handoff_or_drop` does this; its call, even out of line, cost this node +6
+        // instr/pkt on the plain path (156.3 against 150.3, docs/benchmarking.md): the copy stays.
+        if handed {
+            let arena = cx.arena();
+            let me = cx.thread();
+            let node = cx.node();
+            for (t, h) in self.hand.iter_mut().enumerate() {
+                if h.is_empty() {
+                    continue;
+                }
+                let took = cx.shared().handoff_enqueue(me, t, h, node);
+                cx.count(AclCounter::Handoff, took as u64);
+                // What the full queue refused goes to error-drop (counted there as
+                // `congestion_drop`, seen by a drop trace), as NAT44's handoff does.
+                let lost = &h[took..];
+                if !lost.is_empty() {
+                    let e = cx.error(AclCounter::Congestion);
+                    for &bi in lost {
+                        // SAFETY: the queue refused these buffers: this node still owns
+                        // them; one header at a time.
+                        unsafe { arena.header_mut(bi) }.error = e;
+                    }
+                    cx.enqueue_all(AclNext::Drop.next(), lost);
+                }
+                h.clear();
+            }
+        }
     }
 
     /// The frame's packets: each one's verdict into `keep`/`nexts` (returned: how many) or
@@ -899,7 +1017,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 p.look(&fc.t.sessions);
             }
         }
-        for (i, &bi) in frame.iter().enumerate() {
+        // By index, not `enumerate`: one loop variable fewer. The loop's registers are
+        // scarce (the classifier and the session code inlined); `enumerate` cost the
+        // stateless path 2 to 5 instructions a packet (register allocation).
+        #[allow(clippy::needless_range_loop)]
+        for i in 0..n {
+            let bi = frame[i];
             addrs.prefetch(i + AHEAD, true);
             if PIPE {
                 if let Some(p) = self.pre[..n].get(i + BUCKET_AHEAD) {
@@ -926,12 +1049,11 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             let v = if c.stateful {
                 let hit = if PIPE {
                     // `pre4` skipped an interface from 2^23 on.
-                    self.hit4(cx, fc, c, &mut b, tally, &self.pre[i])
+                    self.hit4_ahead(cx, fc, c, &mut b, tally, &self.pre[i])
                 } else if V6 || c.sw_if >> 23 != 0 {
                     Err(Probed::No)
                 } else {
-                    let p = self.pre4(fc, c.sw_if, &b);
-                    self.hit4(cx, fc, c, &mut b, tally, &p)
+                    self.hit4(cx, fc, c, &mut b, tally)
                 };
                 match hit {
                     Ok(v) => v,
@@ -1134,6 +1256,16 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         arena.resolve(frame, SCRATCH_AHEAD, &mut sc.addrs);
         let mut guard = lock(slot);
         let cur = guard.compiled.clone();
+        // The IPv4 nodes, when a stateful interface's session table is larger than the
+        // caches (`Table::pipe_min`), keep its misses ahead of the packets: out of line,
+        // branched to before any per-frame state exists.
+        let pipe = !V6 && !cur.stateful.is_empty() && {
+            let t = &guard.sessions;
+            t.len() >= t.pipe_min
+        };
+        if pipe {
+            return self.frame_ahead(cx, frame, sc, guard, &cur);
+        }
         let mut fc = Fc {
             t: &mut guard,
             cur: &cur,
@@ -1142,52 +1274,10 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             now: cx.now_secs(),
         };
         let mut tally = Tally::default();
-        // The IPv4 nodes, when a stateful interface's session table is larger than the
-        // caches (`Table::pipe_min`), keep its misses ahead of the packets (`packets`).
-        let pipe = !V6 && !cur.stateful.is_empty() && {
-            let t = &fc.t.sessions;
-            t.len() >= t.pipe_min
-        };
-        let (kept, handed) = if pipe {
-            self.packets_ahead(cx, arena, frame, &sc.addrs, &mut fc, &mut tally)
-        } else {
-            self.packets::<false>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally)
-        };
+        let (kept, handed) =
+            self.packets::<false>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
         drop(guard);
-        if tally.permit > 0 {
-            cx.count(AclCounter::Permit, tally.permit);
-        }
-        if tally.session_hit > 0 {
-            cx.count(AclCounter::SessionHit, tally.session_hit);
-        }
-        debug_assert!(kept <= FRAME_SIZE);
-        cx.put_frame_scratch(sc);
-        cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
-        // `Cx::handoff_or_drop` does this; its call, even out of line, cost this node +6
-        // instr/pkt on the plain path (156.3 against 150.3, docs/benchmarking.md): the copy stays.
-        if handed {
-            let node = cx.node();
-            for (t, h) in self.hand.iter_mut().enumerate() {
-                if h.is_empty() {
-                    continue;
-                }
-                let took = cx.shared().handoff_enqueue(me, t, h, node);
-                cx.count(AclCounter::Handoff, took as u64);
-                // What the full queue refused goes to error-drop (counted there as
-                // `congestion_drop`, seen by a drop trace), as NAT44's handoff does.
-                let lost = &h[took..];
-                if !lost.is_empty() {
-                    let e = cx.error(AclCounter::Congestion);
-                    for &bi in lost {
-                        // SAFETY: the queue refused these buffers: this node still owns
-                        // them; one header at a time.
-                        unsafe { arena.header_mut(bi) }.error = e;
-                    }
-                    cx.enqueue_all(AclNext::Drop.next(), lost);
-                }
-                h.clear();
-            }
-        }
+        self.finish(cx, sc, &tally, kept, handed);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
