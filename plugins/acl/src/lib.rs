@@ -836,7 +836,13 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         b.hdr.handoff_thread = 0;
         let t = &fc.t.sessions;
         let slot = if p.kind == Pre::LOOKED && p.changes == t.changes() {
-            (p.slot != NO_SLOT).then_some(p.slot)
+            let slot = (p.slot != NO_SLOT).then_some(p.slot);
+            debug_assert_eq!(
+                slot,
+                t.find(p.dig),
+                "a cached slot the table no longer gives"
+            );
+            slot
         } else {
             t.find(p.dig)
         };
