@@ -722,14 +722,21 @@ impl BihashTable {
     /// Hints the CPU to fetch both lines of `key`'s home bucket (keys, then values) ahead
     /// of its [`BihashTable::lookup`]: a loop over a frame prefetches the bucket of a packet
     /// some packets on, so that in a table larger than the caches its miss overlaps the work
-    /// on the packets before it. Only addresses are computed; nothing is read but the
-    /// published array's pointer.
+    /// on the packets before it. It reads the published array's pointer, hash keys, mask
+    /// and buckets pointer (to compute the address), no bucket.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
         let a = self.array();
-        let p = a.buckets.as_ptr().wrapping_add(a.home(key));
-        crate::prefetch(p);
-        crate::prefetch(p.cast::<u8>().wrapping_add(64));
+        let b = a.home(key);
+        a.prefetch(b);
+        // The values' line too: not left to the adjacent-line prefetcher here.
+        crate::prefetch(
+            a.buckets
+                .as_ptr()
+                .wrapping_add(b)
+                .cast::<u8>()
+                .wrapping_add(64),
+        );
     }
 
     /// Buckets of the published array.

@@ -63,8 +63,9 @@ impl Default for Timeouts {
 pub const DEFAULT_MAX_SESSIONS: usize = 500_000;
 
 /// Sessions of a thread's table from which the IPv4 nodes prefetch its buckets and
-/// records ahead of the packets ([`Table::pipe_min`]): about where the table (a session
-/// record and its share of the buckets, some 250 bytes each) outgrows a core's 1 MiB L2.
+/// records ahead of the packets ([`Table::pipe_min`]): a guess, not measured, at where the
+/// table (a session record and its share of the buckets, some 250 bytes each) outgrows a
+/// core's 1 MiB L2.
 pub const PIPE_MIN_SESSIONS: usize = 8192;
 
 /// A normalised session key.
@@ -601,8 +602,11 @@ impl Table {
         self.keys.table().lookup(d).map(|v| v as u32)
     }
 
-    /// Hints the CPU to fetch the session record in slot `i` (a [`Table::find`] result),
-    /// its first and last line (what a hit reads and writes), ahead of its [`Table::at4`].
+    /// Hints the CPU to fetch the session record in slot `i` (a [`Table::find`] result)
+    /// ahead of its [`Table::at4`]: the lines of its first and its last byte. The record
+    /// (`Option<Session>`, some 176 bytes) spans 3 or 4 lines and Rust orders its fields,
+    /// so these need not be all the lines a hit reads and writes (`pk`, `last`, `pkts`,
+    /// `key.proto`, `out`, `init_lo`, `tcp`): a middle line may still miss.
     #[inline(always)]
     pub fn prefetch_slot(&self, i: u32) {
         let p = self.slots.as_ptr().wrapping_add(i as usize);
@@ -695,6 +699,9 @@ impl Table {
         Ok(slot.as_mut().expect("just set"))
     }
 
+    /// Frees slot `i`. It moves [`Table::changes`] although a free leaves every other
+    /// digest's answer as it was: deliberately conservative (a look-ahead answer is taken
+    /// again rather than reasoned about).
     fn free_slot(&mut self, i: u32) {
         if let Some(s) = self.slots[i as usize].take() {
             let d = self.digest(&s.key);
