@@ -9,7 +9,10 @@
 //! the 4,096 flows every packet is admitted by its session (the session lookup instead of
 //! the classifier); `stateful-<n>`: the same `n - 1` deny rules before the `permit+reflect`
 //! one; `stateful-100k-flows` (only with `--only`): 10k rules and 100,000 flows, a session
-//! table larger than the caches (issue 14's 100k sessions).
+//! table larger than the caches (issue 14's 100k sessions). `stateful-miss` (only with
+//! `--only`): the denial path of a stateful interface, 10k rules ending in a TCP-only
+//! `permit+reflect` rule, UDP traffic: every packet misses the session table, meets the
+//! rules, matches none and is dropped (`no_match`); its path ends at `error-drop`.
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
@@ -82,6 +85,26 @@ const FLOWS: usize = 4096;
 /// (all tracked after the warm-up, whose first pass creates their sessions).
 const BIG_FLOWS: usize = 100_000;
 const BIG_LABEL: &str = "stateful-100k-flows";
+/// The all-miss case: no session and no permit rule matches (the denial path).
+const MISS_LABEL: &str = "stateful-miss";
+/// Its path: to `error-drop`.
+const MISS_PATH: [&str; 4] = [
+    "ethernet-input",
+    "ip4-input",
+    "acl-plugin-in-ip4-fa",
+    "error-drop",
+];
+
+/// What a case's list is.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// Ends in a permit-all.
+    Stateless,
+    /// Ends in a `permit+reflect` of everything.
+    Stateful,
+    /// Ends in a `permit+reflect` of TCP only, which the UDP traffic does not match.
+    Miss,
+}
 
 /// Runs the ACL benchmark.
 pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
@@ -127,25 +150,29 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    // (label, rules, stateful, flows); the rule text and the flows' pcap are made only for
+    // (label, rules, kind, flows); the rule text and the flows' pcap are made only for
     // the cases that run.
-    let mut cases: Vec<(String, usize, bool, usize)> = sizes
+    let mut cases: Vec<(String, usize, Kind, usize)> = sizes
         .iter()
-        .map(|&n| (n.to_string(), n, false, FLOWS))
+        .map(|&n| (n.to_string(), n, Kind::Stateless, FLOWS))
         .collect();
-    cases.push(("stateful".into(), 1, true, FLOWS));
+    cases.push(("stateful".into(), 1, Kind::Stateful, FLOWS));
     cases.extend(
         sizes
             .iter()
             .filter(|&&n| n > 1)
-            .map(|&n| (format!("stateful-{n}"), n, true, FLOWS)),
+            .map(|&n| (format!("stateful-{n}"), n, Kind::Stateful, FLOWS)),
     );
     // Issue 14's operating point: 100k tracked flows behind 10k rules (only on request:
-    // its warm-up creates the 100k sessions).
+    // its warm-up creates the 100k sessions); and its denial path.
     if o.only.as_deref() == Some(BIG_LABEL) {
-        cases.push((BIG_LABEL.into(), 10_000, true, BIG_FLOWS));
+        cases.push((BIG_LABEL.into(), 10_000, Kind::Stateful, BIG_FLOWS));
     }
-    for (label, n, stateful, flows) in cases {
+    if o.only.as_deref() == Some(MISS_LABEL) {
+        cases.push((MISS_LABEL.into(), 10_000, Kind::Miss, FLOWS));
+    }
+    for (label, n, kind, flows) in cases {
+        let stateful = kind == Kind::Stateful;
         // `--only <rules>|stateful|stateful-<rules>|stateful-100k-flows`: that case alone
         // (callgrind runs).
         if o.only.as_deref().is_some_and(|w| w != label) {
@@ -156,12 +183,14 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             .or_insert_with(|| flows_pcap(flows))
             .clone();
         let text = rules(n, n as u64, near);
-        let text = if stateful {
+        let text = match kind {
+            Kind::Stateless => text,
             // The final permit-all reflects.
-            let (deny, last) = text.rsplit_once("permit").expect("a final permit");
-            format!("{deny}permit+reflect{last}")
-        } else {
-            text
+            Kind::Stateful | Kind::Miss => {
+                let (deny, last) = text.rsplit_once("permit").expect("a final permit");
+                let only_tcp = if kind == Kind::Miss { " proto 6" } else { "" };
+                format!("{deny}permit+reflect{last}{only_tcp}")
+            }
         };
         let (mut vm, t) = crate::build(0);
         for c in [
@@ -189,6 +218,20 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             .and_then(|x| x.rsplit('(').next())
             .and_then(|x| x.trim().parse().ok())
             .unwrap_or(0);
+        if kind == Kind::Miss {
+            let r = replay_denied(o, vm, &t, &pcap);
+            let (path, _) = crate::clock_cells(&r.node_clocks);
+            let _ = writeln!(
+                out,
+                "| {label} (dropped) | {types} | {:.2} | {:.2} | {:.2} | | {:.1} | {:.1} |",
+                r.mpps.0, r.mpps.1, r.mpps.2, path, r.node_clocks[2].1
+            );
+            json.push(format!(
+                "\"acl_{label}\": {{\"mpps\": [{:.3}, {:.3}, {:.3}], \"path_clocks\": {:.2}, \"acl_clocks\": {:.2}}}",
+                r.mpps.0, r.mpps.1, r.mpps.2, path, r.node_clocks[2].1
+            ));
+            continue;
+        }
         // Stateful: the counters as each run starts (the last call sees the earlier runs).
         let seen = std::cell::Cell::new((0u64, 0u64));
         let r = crate::replay_path_each(
@@ -248,6 +291,67 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     }
     out.push('\n');
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `crate::replay_path` for a case whose every packet is dropped: the runs end when
+/// `error-drop` has seen their packets (each run `o.packets / 2`, after a warm-up run), every
+/// one dropped as `no_match`, none sent; the clocks/packet of [`MISS_PATH`]'s nodes.
+fn replay_denied(
+    o: &crate::Opts,
+    mut vm: sluice_graph::Vlib,
+    t: &sluice_cli::CommandTree<sluice_graph::Vlib>,
+    pcap: &std::path::Path,
+) -> crate::PathResult {
+    let sink = vm.registry.find("error-drop").expect("error-drop");
+    let packets = o.packets / 2;
+    let mut mpps = Vec::new();
+    let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); MISS_PATH.len()];
+    for run in 0..=o.runs {
+        let _ = t.execute(&mut vm, "packet-generator delete s");
+        cli(
+            &mut vm,
+            t,
+            &format!(
+                "packet-generator new pcap {} source pg0 name s limit {packets} node ethernet-input",
+                pcap.display()
+            ),
+        );
+        cli(&mut vm, t, "clear runtime");
+        let before = crate::total_vectors(&vm, sink);
+        cli(&mut vm, t, "packet-generator enable");
+        let t1 = std::time::Instant::now();
+        while crate::total_vectors(&vm, sink) < before + packets && t1.elapsed().as_secs() < 120 {
+            vm.run_main_once();
+        }
+        let dt = t1.elapsed().as_secs_f64();
+        if run == 0 {
+            continue; // warm-up
+        }
+        mpps.push(packets as f64 / dt / 1e6);
+        for (k, n) in MISS_PATH.iter().enumerate() {
+            let i = vm.registry.find(n).expect("node");
+            let s = &vm.registry.node(i).stats.per_thread[0];
+            clocks[k].push(s.clocks.get() as f64 / s.vectors.get().max(1) as f64);
+        }
+    }
+    let sent = crate::total_vectors(&vm, vm.registry.find("pg-tx").expect("pg-tx"));
+    assert_eq!(sent, 0, "{MISS_LABEL}: packets sent, not denied");
+    let denied = error_count(&cli(&mut vm, t, "show errors"), "no ACL rule matched");
+    let all = packets * (o.runs as u64 + 1);
+    assert_eq!(
+        denied, all,
+        "{MISS_LABEL}: packets denied (no_match) against packets sent in"
+    );
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
+    crate::PathResult {
+        mpps: crate::stats(mpps),
+        node_clocks: MISS_PATH
+            .iter()
+            .zip(clocks)
+            .map(|(n, c)| (n.to_string(), crate::stats(c).1))
+            .collect(),
+    }
 }
 
 /// The count of the `show errors` line whose reason is `reason` (summed over nodes).

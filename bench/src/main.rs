@@ -61,7 +61,8 @@ pub struct Opts {
     /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
     /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule
     /// count, `stateful` (one permit+reflect rule), `stateful-<rules>` or
-    /// `stateful-100k-flows` (10k rules, 100,000 tracked flows; only so); memif: the case of
+    /// `stateful-100k-flows` (10k rules, 100,000 tracked flows; only so), `stateful-miss`
+    /// (10k rules, every packet denied: no session, no rule; only so); memif: the case of
     /// that name (`64`, `1500`, `64 zc`, `64 s2m`, `64 zc s2m`, ...).
     #[arg(long)]
     only: Option<String>,

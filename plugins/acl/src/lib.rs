@@ -59,7 +59,8 @@ use session::{Packed4, SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Ti
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
 use sluice_graph::{
-    Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE, SCRATCH_AHEAD,
+    Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE,
+    SCRATCH_AHEAD,
 };
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::feature::{FeatureDef, FeatureNext};
@@ -488,6 +489,70 @@ struct AclNode<const V6: bool, const OUT: bool> {
     keep: [BufIdx; FRAME_SIZE],
     nexts: [u16; FRAME_SIZE],
     hand: Vec<Vec<BufIdx>>,
+    /// The IPv4 nodes' per-packet session keys of a frame with stateful interfaces
+    /// ([`AclNode::pre4`]), and the look-ahead's bihash answers.
+    pre: [Pre; FRAME_SIZE],
+}
+
+/// What [`AclNode::hit4`] takes of a packet: nothing ([`Pre::SKIP`]: the general path,
+/// [`AclNode::one`], from the start), the owner thread to hand it to, or its session key on
+/// this thread; read from the header in the frame's first pass, so that the main loop can
+/// prefetch the bihash bucket of a packet [`BUCKET_AHEAD`] on and look up the slot (and
+/// prefetch the session record) of the one [`SESSION_AHEAD`] on.
+#[derive(Clone, Copy)]
+struct Pre {
+    /// The packed session key ([`Packed4::pk`]) and its table digest.
+    pk: [u64; 2],
+    dig: u64,
+    /// The slot the look-ahead found for `dig` (`NO_SLOT`: none), valid while the table's
+    /// [`Table::changes`] is `changes`.
+    slot: u32,
+    changes: u32,
+    /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`), [`Pre::HERE`] or [`Pre::LOOKED`] (on this
+    /// thread, its slot looked up).
+    kind: u8,
+    /// The packet's source is the key's `lo` end.
+    src_lo: bool,
+    /// The thread to hand it to.
+    owner: u16,
+}
+
+/// [`Pre::slot`] when the bihash holds no slot for the digest.
+const NO_SLOT: u32 = u32::MAX;
+
+impl Pre {
+    /// Not for [`AclNode::hit4`].
+    const SKIP: u8 = 0;
+    /// Handed to `owner`.
+    const HAND: u8 = 1;
+    /// Looked up on this thread.
+    const HERE: u8 = 2;
+    /// `HERE`, and `slot` is the look-ahead's answer.
+    const LOOKED: u8 = 3;
+    const NONE: Pre = Pre {
+        pk: [0; 2],
+        dig: 0,
+        slot: NO_SLOT,
+        changes: 0,
+        kind: Pre::SKIP,
+        src_lo: false,
+        owner: 0,
+    };
+
+    /// The look-ahead: the slot of a packet to be looked up here, and a prefetch of its
+    /// session record.
+    #[inline(always)]
+    fn look(&mut self, t: &Table) {
+        if self.kind == Pre::HERE {
+            let slot = t.find(self.dig);
+            if let Some(i) = slot {
+                t.prefetch_slot(i);
+            }
+            self.slot = slot.unwrap_or(NO_SLOT);
+            self.changes = t.changes();
+            self.kind = Pre::LOOKED;
+        }
+    }
 }
 
 /// What an [`AclNode`] is made of besides its per-frame arrays.
@@ -506,12 +571,20 @@ impl AclNodeParts {
             keep: [BufIdx(0); FRAME_SIZE],
             nexts: [0; FRAME_SIZE],
             hand: Vec::new(),
+            pre: [Pre::NONE; FRAME_SIZE],
         })
     }
 }
 
 /// How many packets ahead the node prefetches.
 const AHEAD: usize = 2;
+
+/// How many packets ahead the IPv4 nodes prefetch the session table's bucket of a
+/// stateful interface's packet ([`Pre`]).
+const BUCKET_AHEAD: usize = 8;
+
+/// How many packets ahead they look the slot up in that bucket and prefetch the session.
+const SESSION_AHEAD: usize = 4;
 
 /// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
 /// the run of packets the same rule of the current list matched, whose hit count is added
@@ -648,14 +721,48 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         pass
     }
 
+    /// A TCP or UDP packet of a stateful IPv4 interface `sw_if` (below 2^23): its session
+    /// key read straight from the header ([`Packed4`]); `None` for what [`AclNode::hit4`]
+    /// does not take (an IP header with options, a fragment, another protocol, a TCP
+    /// header shorter than the 14 bytes [`key_of`] reads: no session key, no handoff).
+    #[inline(always)]
+    fn packed4(sw_if: u32, b: &Buffer<'_>) -> Option<(Packed4, u8)> {
+        let off = if OUT { 14 } else { 0 };
+        let h = *b.data().get(off..)?.first_chunk::<24>()?;
+        // Version 4 without options, offset 0 (first fragment or none), TCP or UDP.
+        let proto = h[9];
+        if h[0] != 0x45 || h[6] & 0x1f != 0 || h[7] != 0 || (proto != 6 && proto != 17) {
+            return None;
+        }
+        // TCP with fewer than the 14 header bytes `key_of` reads has no session key.
+        if proto == 6 && b.data().len() < off + 20 + 14 {
+            return None;
+        }
+        let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
+        let p = Packed4::of(sw_if, proto, be32(12), be16(20), be32(16), be16(22));
+        Some((p, proto))
+    }
+
+    /// The thread other than this one that owns `p`'s session, unless the packet was
+    /// handed here already.
+    #[inline(always)]
+    fn owner4(fc: &Fc, p: &Packed4, b: &Buffer<'_>) -> Option<usize> {
+        if fc.owners > 0 {
+            let owner = 1 + (p.owner_hash() % fc.owners as u64) as usize;
+            if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
+                return Some(owner);
+            }
+        }
+        None
+    }
+
     /// A TCP or UDP packet of a stateful IPv4 interface (below 2^23), its session key read
-    /// straight from the header ([`Packed4`]): handed to its owner thread, or admitted by
-    /// its session in this direction (or dropped by its TCP checks). `Err` for the rest,
-    /// which [`AclNode::one`] takes: [`Probed::No`] for packets this does not take (an IP
-    /// header with options, a fragment, another protocol, a TCP header shorter than the
-    /// 14 bytes [`key_of`] reads: no session key, no handoff), [`Probed::Yes`] for a
-    /// session miss or a one-armed flow, whose lookup `one` does not repeat. This only
-    /// shortcuts what `one` would do, with the same outcome.
+    /// straight from the header ([`AclNode::packed4`]): handed to its owner thread, or
+    /// admitted by its session in this direction (or dropped by its TCP checks). `Err` for
+    /// the rest, which [`AclNode::one`] takes: [`Probed::No`] for packets this does not
+    /// take, [`Probed::Yes`] for a session miss or a one-armed flow, whose lookup `one`
+    /// does not repeat. This only shortcuts what `one` would do, with the same outcome.
     #[inline(always)]
     fn hit4(
         &self,
@@ -665,39 +772,105 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         b: &mut Buffer<'_>,
         tally: &mut Tally,
     ) -> Result<Verdict, Probed> {
-        let off = if OUT { 14 } else { 0 };
-        let Some(h) = b
-            .data()
-            .get(off..)
-            .and_then(|d| d.first_chunk::<24>())
-            .copied()
-        else {
+        let Some((p, proto)) = Self::packed4(ic.sw_if, b) else {
             return Err(Probed::No);
         };
-        // Version 4 without options, offset 0 (first fragment or none), TCP or UDP.
-        let proto = h[9];
-        if h[0] != 0x45 || h[6] & 0x1f != 0 || h[7] != 0 || (proto != 6 && proto != 17) {
-            return Err(Probed::No);
-        }
-        // TCP with fewer than the 14 header bytes `key_of` reads has no session key.
-        if proto == 6 && b.data().len() < off + 20 + 14 {
-            return Err(Probed::No);
-        }
-        let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
-        let p = Packed4::of(ic.sw_if, proto, be32(12), be16(20), be32(16), be16(22));
-        if fc.owners > 0 {
-            let owner = 1 + (p.owner_hash() % fc.owners as u64) as usize;
-            if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
-                b.hdr.handoff_thread = (owner + 1) as u16;
-                return Ok(Verdict::Handoff(owner));
-            }
+        if let Some(owner) = Self::owner4(fc, &p, b) {
+            b.hdr.handoff_thread = (owner + 1) as u16;
+            return Ok(Verdict::Handoff(owner));
         }
         b.hdr.handoff_thread = 0;
-        let Some(s) = fc.t.sessions.lookup4(p.pk, fc.now, &fc.cur.timeouts) else {
+        let t = &fc.t.sessions;
+        let slot = t.find(t.digest4(p.pk));
+        self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto)
+    }
+
+    /// The look-ahead's first pass, for a packet of a stateful IPv4 interface `sw_if`
+    /// (below 2^23): what [`AclNode::hit4`] reads before the lookup, kept for
+    /// [`AclNode::hit4_ahead`]: the session key and its table digest, or the thread to
+    /// hand the packet to; [`Pre::SKIP`] for what `hit4` does not take.
+    #[inline(always)]
+    fn pre4(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
+        let Some((p, _)) = Self::packed4(sw_if, b) else {
+            return Pre::NONE;
+        };
+        if let Some(owner) = Self::owner4(fc, &p, b) {
+            return Pre {
+                kind: Pre::HAND,
+                owner: owner as u16,
+                ..Pre::NONE
+            };
+        }
+        Pre {
+            pk: p.pk,
+            dig: fc.t.sessions.digest4(p.pk),
+            slot: NO_SLOT,
+            changes: 0,
+            kind: Pre::HERE,
+            src_lo: p.src_lo,
+            owner: 0,
+        }
+    }
+
+    /// [`AclNode::hit4`] from the first pass's [`Pre`]. The slot the look-ahead found is
+    /// used while the table has not changed since (a session created or freed by an
+    /// earlier packet of the frame), else looked up again.
+    #[inline(always)]
+    fn hit4_ahead(
+        &self,
+        cx: &mut Cx,
+        fc: &mut Fc,
+        ic: &IfCtx,
+        b: &mut Buffer<'_>,
+        tally: &mut Tally,
+        p: &Pre,
+    ) -> Result<Verdict, Probed> {
+        match p.kind {
+            Pre::SKIP => return Err(Probed::No),
+            Pre::HAND => {
+                b.hdr.handoff_thread = p.owner + 1;
+                return Ok(Verdict::Handoff(p.owner as usize));
+            }
+            _ => {}
+        }
+        b.hdr.handoff_thread = 0;
+        let t = &fc.t.sessions;
+        let slot = if p.kind == Pre::LOOKED && p.changes == t.changes() {
+            let slot = (p.slot != NO_SLOT).then_some(p.slot);
+            debug_assert_eq!(
+                slot,
+                t.find(p.dig),
+                "a cached slot the table no longer gives"
+            );
+            slot
+        } else {
+            t.find(p.dig)
+        };
+        let proto = (p.pk[1] >> 24) as u8;
+        self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto)
+    }
+
+    /// The end of [`AclNode::hit4`]: the session in `slot` (the bihash's answer for the
+    /// key `pk`'s digest), if it is `pk`'s and admits the packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn hit_at(
+        &self,
+        cx: &mut Cx,
+        fc: &mut Fc,
+        ic: &IfCtx,
+        b: &mut Buffer<'_>,
+        tally: &mut Tally,
+        slot: Option<u32>,
+        pk: [u64; 2],
+        src_lo: bool,
+        proto: u8,
+    ) -> Result<Verdict, Probed> {
+        let off = if OUT { 14 } else { 0 };
+        let Some(s) = fc.t.sessions.at4(slot, pk, fc.now, &fc.cur.timeouts) else {
             return Err(Probed::Yes { live: false });
         };
-        let from_init = p.src_lo == s.init_lo;
+        let from_init = src_lo == s.init_lo;
         // The initiator in the creating direction, the responder in the other.
         if (s.out == OUT) != from_init {
             return Err(Probed::Yes { live: true });
@@ -720,6 +893,199 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         s.touch(from_init, flags, fc.now);
         tally.session_hit += 1;
         Ok(Verdict::Next(ic.pass))
+    }
+
+    /// [`NodeFn::frame`] with the look-ahead ([`AclNode::packets`] with `PIPE`), out of
+    /// line and with its own per-frame state, so that the direct loop's code is generated
+    /// as if it were not there (inlined beside it, or sharing its context and tally, it
+    /// cost the stateless path 4 to 7 instructions a packet).
+    #[inline(never)]
+    fn frame_ahead(
+        &mut self,
+        cx: &mut Cx,
+        frame: &[BufIdx],
+        sc: Box<FrameScratch>,
+        mut guard: MutexGuard<'_, ThreadAcl>,
+        cur: &Compiled,
+    ) {
+        let arena = cx.arena();
+        let me = cx.thread();
+        let mut fc = Fc {
+            t: &mut guard,
+            cur,
+            me,
+            owners: self.shared.threads().len().saturating_sub(1),
+            now: cx.now_secs(),
+        };
+        let mut tally = Tally::default();
+        let (kept, handed) = self.packets::<true>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
+        drop(guard);
+        self.finish(cx, sc, &tally, kept, handed);
+    }
+
+    /// The end of a frame, both loops': the frame's counters, its scratch given back, the
+    /// kept packets to their next nodes and the handed ones to their threads.
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        sc: Box<FrameScratch>,
+        tally: &Tally,
+        kept: usize,
+        handed: bool,
+    ) {
+        if tally.permit > 0 {
+            cx.count(AclCounter::Permit, tally.permit);
+        }
+        if tally.session_hit > 0 {
+            cx.count(AclCounter::SessionHit, tally.session_hit);
+        }
+        debug_assert!(kept <= FRAME_SIZE);
+        cx.put_frame_scratch(sc);
+        cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
+        // `Cx::handoff_or_drop` does this; its call, even out of line, cost this node +6
+        // instr/pkt on the plain path (156.3 against 150.3, docs/benchmarking.md): the copy stays.
+        if handed {
+            let arena = cx.arena();
+            let me = cx.thread();
+            let node = cx.node();
+            for (t, h) in self.hand.iter_mut().enumerate() {
+                if h.is_empty() {
+                    continue;
+                }
+                let took = cx.shared().handoff_enqueue(me, t, h, node);
+                cx.count(AclCounter::Handoff, took as u64);
+                // What the full queue refused goes to error-drop (counted there as
+                // `congestion_drop`, seen by a drop trace), as NAT44's handoff does.
+                let lost = &h[took..];
+                if !lost.is_empty() {
+                    let e = cx.error(AclCounter::Congestion);
+                    for &bi in lost {
+                        // SAFETY: the queue refused these buffers: this node still owns
+                        // them; one header at a time.
+                        unsafe { arena.header_mut(bi) }.error = e;
+                    }
+                    cx.enqueue_all(AclNext::Drop.next(), lost);
+                }
+                h.clear();
+            }
+        }
+    }
+
+    /// The frame's packets: each one's verdict into `keep`/`nexts` (returned: how many) or
+    /// the handoff lists (returned: whether any); the frame's counts into `tally` (its last
+    /// run added). `PIPE` (IPv4, a stateful interface's
+    /// session table larger than the caches): a first pass reads every packet's session
+    /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
+    /// of its packets: the bucket of packet i + [`BUCKET_AHEAD`] prefetched, the slot of
+    /// i + [`SESSION_AHEAD`] looked up and its session prefetched while i is processed; the
+    /// first packets' ones before the loop.
+    #[inline(always)]
+    fn packets<const PIPE: bool>(
+        &mut self,
+        cx: &mut Cx,
+        arena: sluice_buffer::Arena<'_>,
+        frame: &[BufIdx],
+        addrs: &sluice_buffer::FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
+        fc: &mut Fc,
+        tally: &mut Tally,
+    ) -> (usize, bool) {
+        let cur = fc.cur;
+        let (mut handed, mut kept) = (false, 0usize);
+        let mut ic: Option<IfCtx> = None;
+        let n = frame.len();
+        if PIPE {
+            let mut run = (u32::MAX, false);
+            for (j, &bj) in frame.iter().enumerate() {
+                addrs.prefetch(j + AHEAD, true);
+                // SAFETY: as in the main loop below: exclusive ownership of `bj`, resolved
+                // into `addrs` at position `j`; the view lives for this iteration only.
+                let b = unsafe { arena.buffer_at(addrs, j, bj) };
+                let sw_if = self.sw_if(&b);
+                if run.0 != sw_if {
+                    let st = cur.stateful.get(sw_if as usize).copied().unwrap_or(false);
+                    run = (sw_if, st && sw_if >> 23 == 0);
+                }
+                // Stored in place (a select of the two values cost a copy through the stack);
+                // `hit4` reads nothing but `kind` of a skipped packet.
+                if run.1 {
+                    self.pre[j] = self.pre4(fc, sw_if, &b);
+                } else {
+                    self.pre[j].kind = Pre::SKIP;
+                }
+            }
+            for p in &self.pre[..n.min(BUCKET_AHEAD)] {
+                if p.kind == Pre::HERE {
+                    fc.t.sessions.prefetch_bucket(p.dig);
+                }
+            }
+            for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
+                p.look(&fc.t.sessions);
+            }
+        }
+        // By index, not `enumerate`: one loop variable fewer. The loop's registers are
+        // scarce (the classifier and the session code inlined); `enumerate` cost the
+        // stateless path 2 to 5 instructions a packet (register allocation).
+        #[allow(clippy::needless_range_loop)]
+        for i in 0..n {
+            let bi = frame[i];
+            addrs.prefetch(i + AHEAD, true);
+            if PIPE {
+                if let Some(p) = self.pre[..n].get(i + BUCKET_AHEAD) {
+                    if p.kind == Pre::HERE {
+                        fc.t.sessions.prefetch_bucket(p.dig);
+                    }
+                }
+                if let Some(p) = self.pre[..n].get_mut(i + SESSION_AHEAD) {
+                    p.look(&fc.t.sessions);
+                }
+            }
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
+            // the view lives only for this iteration.
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            let sw_if = self.sw_if(&b);
+            let c = match ic {
+                Some(ref c) if c.sw_if == sw_if => c,
+                _ => {
+                    tally.flush(&mut fc.t.hits, ic.as_ref().and_then(|c| c.list));
+                    ic.insert(self.if_ctx(cur, sw_if))
+                }
+            };
+            let v = if c.stateful {
+                let hit = if PIPE {
+                    // `pre4` skipped an interface from 2^23 on.
+                    self.hit4_ahead(cx, fc, c, &mut b, tally, &self.pre[i])
+                } else if V6 || c.sw_if >> 23 != 0 {
+                    Err(Probed::No)
+                } else {
+                    self.hit4(cx, fc, c, &mut b, tally)
+                };
+                match hit {
+                    Ok(v) => v,
+                    Err(p) => self.one(cx, fc, c, &mut b, tally, p),
+                }
+            } else if let Some(list) = c.list {
+                Verdict::Next(self.stateless(cx, list, c.pass, &mut b, tally, &mut fc.t.hits))
+            } else {
+                tally.permit += 1;
+                Verdict::Next(c.pass)
+            };
+            match v {
+                Verdict::Next(nx) => {
+                    // `kept` <= `i` < FRAME_SIZE (the frame is cut to FRAME_SIZE above).
+                    self.keep[kept] = bi;
+                    self.nexts[kept] = nx.0;
+                    kept += 1;
+                }
+                Verdict::Handoff(t) => {
+                    self.hand[t].push(bi);
+                    handed = true;
+                }
+            }
+        }
+        tally.flush(&mut fc.t.hits, ic.and_then(|c| c.list));
+        (kept, handed)
     }
 
     /// A packet of a stateful interface: its session first (unless [`AclNode::hit4`] looked
@@ -896,6 +1262,16 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         arena.resolve(frame, SCRATCH_AHEAD, &mut sc.addrs);
         let mut guard = lock(slot);
         let cur = guard.compiled.clone();
+        // The IPv4 nodes, when a stateful interface's session table is larger than the
+        // caches (`Table::pipe_min`), keep its misses ahead of the packets: out of line,
+        // branched to before any per-frame state exists.
+        let pipe = !V6 && !cur.stateful.is_empty() && {
+            let t = &guard.sessions;
+            t.len() >= t.pipe_min
+        };
+        if pipe {
+            return self.frame_ahead(cx, frame, sc, guard, &cur);
+        }
         let mut fc = Fc {
             t: &mut guard,
             cur: &cur,
@@ -903,88 +1279,11 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             owners: n_threads.saturating_sub(1),
             now: cx.now_secs(),
         };
-        let (mut handed, mut kept) = (false, 0usize);
         let mut tally = Tally::default();
-        let mut ic: Option<IfCtx> = None;
-        for (i, &bi) in frame.iter().enumerate() {
-            sc.addrs.prefetch(i + AHEAD, true);
-            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once, `sc.addrs` was resolved from `frame` above and
-            // the view lives only for this iteration.
-            let mut b = unsafe { arena.buffer_at(&sc.addrs, i, bi) };
-            let sw_if = self.sw_if(&b);
-            let c = match ic {
-                Some(ref c) if c.sw_if == sw_if => c,
-                _ => {
-                    tally.flush(&mut fc.t.hits, ic.as_ref().and_then(|c| c.list));
-                    ic.insert(self.if_ctx(&cur, sw_if))
-                }
-            };
-            let v = if c.stateful {
-                let hit = if V6 || c.sw_if >> 23 != 0 {
-                    Err(Probed::No)
-                } else {
-                    self.hit4(cx, &mut fc, c, &mut b, &mut tally)
-                };
-                match hit {
-                    Ok(v) => v,
-                    Err(p) => self.one(cx, &mut fc, c, &mut b, &mut tally, p),
-                }
-            } else if let Some(list) = c.list {
-                Verdict::Next(self.stateless(cx, list, c.pass, &mut b, &mut tally, &mut fc.t.hits))
-            } else {
-                tally.permit += 1;
-                Verdict::Next(c.pass)
-            };
-            match v {
-                Verdict::Next(nx) => {
-                    // `kept` <= `i` < FRAME_SIZE (the frame is cut to FRAME_SIZE above).
-                    self.keep[kept] = bi;
-                    self.nexts[kept] = nx.0;
-                    kept += 1;
-                }
-                Verdict::Handoff(t) => {
-                    self.hand[t].push(bi);
-                    handed = true;
-                }
-            }
-        }
-        tally.flush(&mut fc.t.hits, ic.and_then(|c| c.list));
+        let (kept, handed) =
+            self.packets::<false>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
         drop(guard);
-        if tally.permit > 0 {
-            cx.count(AclCounter::Permit, tally.permit);
-        }
-        if tally.session_hit > 0 {
-            cx.count(AclCounter::SessionHit, tally.session_hit);
-        }
-        debug_assert!(kept <= FRAME_SIZE);
-        cx.put_frame_scratch(sc);
-        cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
-        // `Cx::handoff_or_drop` does this; its call, even out of line, cost this node +6
-        // instr/pkt on the plain path (156.3 against 150.3, docs/benchmarking.md): the copy stays.
-        if handed {
-            let node = cx.node();
-            for (t, h) in self.hand.iter_mut().enumerate() {
-                if h.is_empty() {
-                    continue;
-                }
-                let took = cx.shared().handoff_enqueue(me, t, h, node);
-                cx.count(AclCounter::Handoff, took as u64);
-                // What the full queue refused goes to error-drop (counted there as
-                // `congestion_drop`, seen by a drop trace), as NAT44's handoff does.
-                let lost = &h[took..];
-                if !lost.is_empty() {
-                    let e = cx.error(AclCounter::Congestion);
-                    for &bi in lost {
-                        // SAFETY: the queue refused these buffers: this node still owns
-                        // them; one header at a time.
-                        unsafe { arena.header_mut(bi) }.error = e;
-                    }
-                    cx.enqueue_all(AclNext::Drop.next(), lost);
-                }
-                h.clear();
-            }
-        }
+        self.finish(cx, sc, &tally, kept, handed);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -2054,6 +2353,68 @@ mod tests {
             ("session_created", 1),
             ("session_hit", 3),
             ("deny", 2),
+        ]);
+        t.assert_no_leaks();
+    }
+
+    /// Sessions a frame creates admit the frame's later packets of their flows, at every
+    /// distance from the look-ahead (the IPv4 nodes look a packet's slot up
+    /// `SESSION_AHEAD` packets before they process it, the first ones before the loop): a
+    /// slot looked up before an earlier packet created the session is looked up again,
+    /// not taken for a miss (which would meet the rules, try a second session and drop
+    /// the packet as `hash_collision`).
+    #[test]
+    fn sessions_made_in_a_frame_admit_its_later_packets() {
+        // With the look-ahead from the first session on, and without.
+        for pipe_min in [0, usize::MAX] {
+            sessions_made_in_a_frame(pipe_min);
+        }
+    }
+
+    fn sessions_made_in_a_frame(pipe_min: usize) {
+        use sluice_vnet::testing::pkt;
+        let mut t = input4_test();
+        t.cli(
+            "create packet-generator interface pg0
+             set acl-plugin acl permit+reflect src 10.0.0.0/24 dst 0.0.0.0/0
+             set acl-plugin interface pg0 input acl 0",
+        );
+        for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
+            lock(th).sessions.pipe_min = pipe_min;
+        }
+        let sw = t.sw_if("pg0");
+        let flow = |f: u16| {
+            pkt(&format!(
+                "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
+                1000 + f
+            ))
+        };
+        // Flow f's packets at distances 1 to 12 from its first; then 16 flows back to back
+        // again (distance 16).
+        let mut order = Vec::new();
+        let mut next = 0;
+        for d in 1..=12u16 {
+            let (a, b) = (next, next + 1);
+            next += 2;
+            order.push(a);
+            order.extend(std::iter::repeat_n(b, d as usize - 1));
+            order.push(a);
+            order.push(b);
+        }
+        order.extend(0..16);
+        let flows = next as u64;
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&f| t.packet(&flow(f), |h| h.rx_if = sw))
+            .collect();
+        assert!(bufs.len() <= FRAME_SIZE);
+        t.inject(&bufs);
+        assert_eq!(t.arc("ip4-lookup").len(), order.len());
+        assert_eq!(t.drops().len(), 0);
+        t.assert_counters(&[
+            ("permit", flows),
+            ("session_created", flows),
+            ("session_hit", order.len() as u64 - flows),
         ]);
         t.assert_no_leaks();
     }

@@ -62,6 +62,12 @@ impl Default for Timeouts {
 /// counted, `session_limit`).
 pub const DEFAULT_MAX_SESSIONS: usize = 500_000;
 
+/// Sessions of a thread's table from which the IPv4 nodes prefetch its buckets and
+/// records ahead of the packets ([`Table::pipe_min`]): a guess, not measured, at where the
+/// table (a session record and its share of the buckets, some 250 bytes each) outgrows a
+/// core's 1 MiB L2.
+pub const PIPE_MIN_SESSIONS: usize = 8192;
+
 /// A normalised session key.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SessKey {
@@ -494,10 +500,16 @@ pub struct Table {
     free: Vec<u32>,
     /// The limit.
     pub max: usize,
+    /// From this many sessions on the IPv4 nodes look a frame's sessions up ahead of its
+    /// packets (prefetching buckets and records: [`PIPE_MIN_SESSIONS`]).
+    pub pipe_min: usize,
     /// Counts.
     pub stats: Stats,
     /// Next slot the cleaner looks at.
     scan: usize,
+    /// Sessions created and freed so far (wrapping): a slot [`Table::find`] gave for a
+    /// digest is still its answer while this has not moved.
+    changes: u32,
     /// Tests narrow the digests to force two keys onto one.
     #[cfg(test)]
     digest_mask: u64,
@@ -520,8 +532,15 @@ impl Table {
             slots: Vec::new(),
             free: Vec::new(),
             max,
+            // Unit tests take the look-ahead whatever their table's size; a test sets
+            // `usize::MAX` for the direct path.
+            #[cfg(not(test))]
+            pipe_min: PIPE_MIN_SESSIONS,
+            #[cfg(test)]
+            pipe_min: 0,
             stats: Stats::default(),
             scan: 0,
+            changes: 0,
             #[cfg(test)]
             digest_mask: u64::MAX,
         }
@@ -559,20 +578,71 @@ impl Table {
         d
     }
 
-    /// The digest of a narrow key from its packed words.
+    /// The digest of a narrow key from its packed words ([`Packed4::pk`]): what
+    /// [`Table::find`] and [`Table::prefetch_bucket`] take.
     #[inline(always)]
-    fn digest4(&self, pk: [u64; 2]) -> u64 {
+    pub fn digest4(&self, pk: [u64; 2]) -> u64 {
         let d = self.hasher.hash(pk[0], pk[1]);
         #[cfg(test)]
         let d = d & self.digest_mask;
         d
     }
 
+    /// Hints the CPU to fetch the bihash bucket of digest `d` (a frame's look-ahead, ahead
+    /// of [`Table::find`]).
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, d: u64) {
+        self.keys.table().prefetch(d);
+    }
+
+    /// The slot the bihash holds for digest `d`: a candidate, whose key [`Table::at4`]
+    /// compares; it stays the digest's answer while [`Table::changes`] does not move.
+    #[inline(always)]
+    pub fn find(&self, d: u64) -> Option<u32> {
+        self.keys.table().lookup(d).map(|v| v as u32)
+    }
+
+    /// Hints the CPU to fetch the session record in slot `i` (a [`Table::find`] result)
+    /// ahead of its [`Table::at4`]: the lines of its first and its last byte. The record
+    /// (`Option<Session>`, some 176 bytes) spans 3 or 4 lines and Rust orders its fields,
+    /// so these need not be all the lines a hit reads and writes (`pk`, `last`, `pkts`,
+    /// `key.proto`, `out`, `init_lo`, `tcp`): a middle line may still miss.
+    #[inline(always)]
+    pub fn prefetch_slot(&self, i: u32) {
+        let p = self.slots.as_ptr().wrapping_add(i as usize);
+        sluice_infra::prefetch(p);
+        sluice_infra::prefetch(
+            p.cast::<u8>()
+                .wrapping_add(std::mem::size_of::<Option<Session>>() - 1),
+        );
+    }
+
+    /// Sessions created and freed so far (wrapping).
+    #[inline(always)]
+    pub fn changes(&self) -> u32 {
+        self.changes
+    }
+
     /// [`Table::lookup`] of a narrow key by its packed words ([`Packed4`]): the digest and
     /// the comparison take two words, no [`SessKey`] is built.
     #[inline(always)]
     pub fn lookup4(&mut self, pk: [u64; 2], now: f64, t: &Timeouts) -> Option<&mut Session> {
-        let i = self.keys.table().lookup(self.digest4(pk))? as u32;
+        let i = self.find(self.digest4(pk));
+        self.at4(i, pk, now, t)
+    }
+
+    /// [`Table::lookup4`] from slot `i`, what [`Table::find`] gave for the key's digest
+    /// with [`Table::changes`] unchanged since: the live session there if its key is `pk`
+    /// (an expired one is freed and not returned).
+    #[inline(always)]
+    pub fn at4(
+        &mut self,
+        i: Option<u32>,
+        pk: [u64; 2],
+        now: f64,
+        t: &Timeouts,
+    ) -> Option<&mut Session> {
+        let i = i?;
         let s = self.slots.get(i as usize)?.as_ref()?;
         if s.pk != pk {
             return None;
@@ -623,16 +693,21 @@ impl Table {
             self.slots.push(None);
         }
         self.stats.created += 1;
+        self.changes = self.changes.wrapping_add(1);
         let slot = &mut self.slots[i as usize];
         *slot = Some(s);
         Ok(slot.as_mut().expect("just set"))
     }
 
+    /// Frees slot `i`. It moves [`Table::changes`] although a free leaves every other
+    /// digest's answer as it was: deliberately conservative (a look-ahead answer is taken
+    /// again rather than reasoned about).
     fn free_slot(&mut self, i: u32) {
         if let Some(s) = self.slots[i as usize].take() {
             let d = self.digest(&s.key);
             self.keys.remove(&self.epochs, d);
             self.free.push(i);
+            self.changes = self.changes.wrapping_add(1);
         }
     }
 
