@@ -20,12 +20,50 @@ pub struct Daemon {
     pub dir: PathBuf,
 }
 
+/// Directories [`tmpdir`] made in this test binary, and whether any test panicked.
+static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+static PANICKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// At the test binary's exit (every test done): removes the directories [`tmpdir`] made,
+/// unless a test panicked (they are then its post-mortem: sockets, configs, captures, as a
+/// failing test's `Daemon` leaves its own) or `SLUICE_KEEP_TEST_DIRS` is set. Tests that
+/// remove theirs earlier lose nothing; the ones that hand a socket directory to daemons
+/// keep it until the end.
+extern "C" fn remove_made() {
+    if PANICKED.load(std::sync::atomic::Ordering::Relaxed)
+        || std::env::var_os("SLUICE_KEEP_TEST_DIRS").is_some()
+    {
+        return;
+    }
+    if let Ok(made) = MADE.lock() {
+        for d in made.iter() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// A directory of its own under the temp dir for a test, removed when the test binary
+/// exits ([`remove_made`]).
 pub fn tmpdir(tag: &str) -> PathBuf {
     static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static HOOKS: std::sync::Once = std::sync::Once::new();
+    HOOKS.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICKED.store(true, std::sync::atomic::Ordering::Relaxed);
+            prev(info)
+        }));
+        // SAFETY: registers a plain `extern "C"` function with no arguments, which libc
+        // calls once at exit; it touches only statics.
+        unsafe { libc::atexit(remove_made) };
+    });
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let d = std::env::temp_dir().join(format!("sluice-test-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
+    if let Ok(mut made) = MADE.lock() {
+        made.push(d.clone());
+    }
     d
 }
 
