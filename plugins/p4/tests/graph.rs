@@ -377,7 +377,8 @@ fn auto_splits_at_a_large_second_table() {
 
 /// The single node runs in stages (`node::frame_staged`: each packet's first-table key
 /// guessed and looked up `node::STAGE` packets ahead, then its pipeline on that guess,
-/// in one pass), with a large first table and
+/// in one pass; with the large table the key's first-level entry also prefetched
+/// `node::FAR` ahead, the frame longer than that), with a large first table and
 /// a small one: byte-identical to the native path over more packets than one stage holds,
 /// and `show p4 program` counts the staged frames.
 #[test]
