@@ -44,6 +44,7 @@ def test_acl_scenario_commands_are_accepted_by_sluice(name):
             assert outbound == [""] * len(made), outbound
     finally:
         v.stop()
+    v.remove_dir()
 
 
 @pytest.mark.parametrize("name", ["acl-100", "acl-stateful"])
