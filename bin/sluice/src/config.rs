@@ -1091,31 +1091,25 @@ mod tests {
         };
         let s = |policy, priority| Some(Sched { policy, priority });
         assert_eq!(sched("cpu { workers 1 }"), None);
-        assert_eq!(
-            sched("cpu { scheduler-policy fifo scheduler-priority 50 }"),
-            s(libc::SCHED_FIFO, 50)
-        );
         // Clamped to the policy's range; the lowest when not given.
-        assert_eq!(
-            sched("cpu { scheduler-priority 150 scheduler-policy rr }"),
-            s(libc::SCHED_RR, 99)
-        );
-        assert_eq!(
-            sched("cpu { scheduler-policy fifo }"),
-            s(libc::SCHED_FIFO, 1)
-        );
-        assert_eq!(
-            sched("cpu { scheduler-policy batch }"),
-            s(libc::SCHED_BATCH, 0)
-        );
-        assert_eq!(
-            sched("cpu { scheduler-policy idle }"),
-            s(libc::SCHED_IDLE, 0)
-        );
-        assert_eq!(
-            sched("cpu { scheduler-policy other }"),
-            s(libc::SCHED_OTHER, 0)
-        );
+        for (conf, policy, priority) in [
+            (
+                "cpu { scheduler-policy fifo scheduler-priority 50 }",
+                libc::SCHED_FIFO,
+                50,
+            ),
+            (
+                "cpu { scheduler-priority 150 scheduler-policy rr }",
+                libc::SCHED_RR,
+                99,
+            ),
+            ("cpu { scheduler-policy fifo }", libc::SCHED_FIFO, 1),
+            ("cpu { scheduler-policy batch }", libc::SCHED_BATCH, 0),
+            ("cpu { scheduler-policy idle }", libc::SCHED_IDLE, 0),
+            ("cpu { scheduler-policy other }", libc::SCHED_OTHER, 0),
+        ] {
+            assert_eq!(sched(conf), s(policy, priority), "{conf}");
+        }
         // A refusal names the priority only for the policies that have one.
         let eperm = || std::io::Error::from_raw_os_error(libc::EPERM);
         assert_eq!(
