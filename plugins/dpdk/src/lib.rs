@@ -571,11 +571,11 @@ fn add_port(
     if vm.ext_mut::<Interfaces>().find(&name).is_some() {
         return Err(format!("interface name `{name}' is taken; give the device a `name'").into());
     }
-    port::setup(api, port, &mut conf, rx_pool)?;
     let tx_node = vm
         .registry
         .find(TX)
         .ok_or_else(|| PortError::Device("dpdk-tx is not registered".into()))?;
+    port::setup(api, port, &mut conf, rx_pool)?;
     // Some virtual devices (net_ring) have no MAC: give the interface a locally
     // administered one (the device runs promiscuous, so it needs none of its own).
     let mac = if info.mac == [0; 6] {
@@ -583,7 +583,15 @@ fn add_port(
     } else {
         info.mac
     };
-    let sw = sluice_vnet::create_interface(vm, &name, DRIVER, mac, Some(tx_node))?;
+    let sw = match sluice_vnet::create_interface(vm, &name, DRIVER, mac, Some(tx_node)) {
+        Ok(sw) => sw,
+        Err(e) => {
+            // The interface table is full (or the name was taken meanwhile): the port was
+            // started for nothing; stop it so it does not receive into the pool unread.
+            port::close(api, port);
+            return Err(e.into());
+        }
+    };
     let (counters, link_flag) = {
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs.get_mut(sw).ok_or(VnetError::NoSuchInterface(sw.0))?;

@@ -225,6 +225,13 @@ pub fn info(api: &Api, port: u16) -> Result<PortInfo, String> {
 }
 
 /// Configures, sets up and starts a port; `c` gets the descriptor counts the device took.
+/// Stop and close a port [`setup`] started (the interface that was to own it could not be
+/// made, so nothing else will).
+pub fn close(api: &Api, port: u16) {
+    // SAFETY: the shim's close takes any port id; DPDK checks it.
+    unsafe { (api.port_close)(port) }
+}
+
 pub fn setup(api: &Api, port: u16, c: &mut PortConf, pool: Pool) -> Result<(), String> {
     let mut step: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: `c` and `step` are valid pointers; the pool outlives the port.
