@@ -790,10 +790,14 @@ impl Tcb {
         // 2. RST (RFC 5961 3.2: exact match resets, otherwise a challenge ACK).
         if seg.has(RST) {
             if seg.seq == self.rcv_nxt {
-                let was_syn_rcvd = self.state == State::SynRcvd;
+                // In SYN-RECEIVED the application never saw the connection; in TIME-WAIT
+                // both streams ended in order (every byte and the peer's FIN are in the rx
+                // FIFO): the connection ends, the application reads to the end of stream
+                // (Linux's TIME-WAIT socket is no longer the application's either).
+                let quiet = matches!(self.state, State::SynRcvd | State::TimeWait);
                 self.state = State::Closed;
-                e.reset = !was_syn_rcvd;
-                e.notify = !was_syn_rcvd;
+                e.reset = !quiet;
+                e.notify = !quiet;
                 e.free = true;
             } else {
                 self.need_ack = true;
@@ -1335,8 +1339,13 @@ impl Tcb {
         (f as u16, f << self.rcv_shift)
     }
 
-    /// Whether reading has opened the window enough to tell the peer.
+    /// Whether reading has opened the window enough to tell the peer: never after the
+    /// peer's FIN (no more data comes; in TIME-WAIT the peer may be gone, and would answer
+    /// the update with a RST; Linux likewise stops updating at RCV_SHUTDOWN).
     pub fn window_update_due(&self, rx_free: u32) -> bool {
+        if self.peer_fin {
+            return false;
+        }
         let adv = self.rcv_adv.wrapping_sub(self.rcv_nxt);
         let now = self.wnd(rx_free, false).1;
         now > adv && now - adv >= (2 * self.mss).min(32768)
