@@ -567,6 +567,13 @@ fn attach_show_disable_and_config_errors() {
     let s = app.bind("0.0.0.0:7000".parse().unwrap()).unwrap();
     let e = app.bind("0.0.0.0:7000".parse().unwrap()).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EADDRINUSE), "{e}");
+    // A UDP port a tunnel serves cannot be registered for the host stack: the bind fails
+    // with the error (it used to succeed, logged only, and the tunnel kept the packets),
+    // and leaves no session.
+    d.ok("create vxlan tunnel src 10.0.3.1 dst 10.0.3.3 vni 13");
+    let e = app.bind("0.0.0.0:4789".parse().unwrap()).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EADDRINUSE), "{e}");
+    assert_eq!(sessions(&d), 1, "the failed bind's session is gone");
     let show = d.ok("show session verbose");
     assert!(show.contains("[0:0][U] 0.0.0.0:7000->0.0.0.0:0"), "{show}");
     assert!(
