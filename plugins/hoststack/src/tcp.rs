@@ -17,7 +17,9 @@
 //! unacknowledged or the delayed-ACK timer fires; out-of-order data, a filled hole, a FIN,
 //! a duplicate and a window update are acknowledged at once. Keepalive (RFC 1122 4.2.3.6):
 //! after the idle time with nothing in flight, probes (sequence one below `snd_una`) at the
-//! interval; the connection is reset when that many go unanswered.
+//! interval; the connection is reset when that many go unanswered. After the peer's FIN
+//! no window update goes, and an exact RST in TIME-WAIT ends the connection without a
+//! reset for the application (issue 19's half-close flake, `docs/hoststack.md`).
 
 use sluice_session::seg::Fifo;
 pub use sluice_wire::tcp::TcpFlags;
