@@ -527,11 +527,12 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let t = sm.tcp_stats;
         let _ = writeln!(
             o,
-            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} SYNs dropped (backlog full), {} SYNs dropped (session table full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
+            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} TIME-WAIT ended by RST, {} SYNs dropped (backlog full), {} SYNs dropped (session table full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
             t.accepted,
             t.connected,
             t.resets,
             t.keepalive_timeouts,
+            t.time_wait_rst,
             t.backlog_full,
             t.table_full,
             t.no_slot,

@@ -494,6 +494,9 @@ pub struct TcpGlobal {
     pub resets: u64,
     /// Of them, given up because keepalive probes went unanswered.
     pub keepalive_timeouts: u64,
+    /// Connections in TIME-WAIT ended by an exact RST (not among `resets`: the
+    /// application is not told).
+    pub time_wait_rst: u64,
     /// SYN-ACKs sent with a SYN cookie (the backlog was full).
     pub syn_cookies_sent: u64,
     /// Connections opened by a valid SYN cookie.

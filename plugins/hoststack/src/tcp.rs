@@ -19,7 +19,8 @@
 //! after the idle time with nothing in flight, probes (sequence one below `snd_una`) at the
 //! interval; the connection is reset when that many go unanswered. After the peer's FIN
 //! no window update goes, and an exact RST in TIME-WAIT ends the connection without a
-//! reset for the application (issue 19's half-close flake, `docs/hoststack.md`).
+//! reset for the application, counted as `time_wait_rst` (issue 19's half-close flake,
+//! `docs/hoststack.md`; RFC 1337's ignoring of that RST is not adopted).
 
 use sluice_session::seg::Fifo;
 pub use sluice_wire::tcp::TcpFlags;
@@ -327,6 +328,8 @@ pub struct Effect {
     pub rst: Option<(u32, u32, TcpFlags)>,
     /// The reset is a keepalive timeout (the peer stopped answering probes).
     pub keepalive_dead: bool,
+    /// An exact RST ended TIME-WAIT (no reset for the application; counted apart).
+    pub time_wait_rst: bool,
 }
 
 /// Per-connection counters.
@@ -796,7 +799,13 @@ impl Tcb {
                 // both streams ended in order (every byte and the peer's FIN are in the rx
                 // FIFO): the connection ends, the application reads to the end of stream
                 // (Linux's TIME-WAIT socket is no longer the application's either).
+                // The RST still ends TIME-WAIT early and frees the 4-tuple, as RFC 9293
+                // 3.10.7.4 and Linux with tcp_rfc1337=0 do: RFC 1337's "ignore RST in
+                // TIME-WAIT" is not adopted. CLOSING and LAST-ACK still report a reset:
+                // our FIN (and maybe data before it) is not acknowledged there, so the
+                // application cannot know its stream arrived whole.
                 let quiet = matches!(self.state, State::SynRcvd | State::TimeWait);
+                e.time_wait_rst = self.state == State::TimeWait;
                 self.state = State::Closed;
                 e.reset = !quiet;
                 e.notify = !quiet;

@@ -660,6 +660,9 @@ impl SessionMain {
         if e.keepalive_dead {
             self.tcp_stats.keepalive_timeouts += 1;
         }
+        if e.time_wait_rst {
+            self.tcp_stats.time_wait_rst += 1;
+        }
         if e.notify || e.accepted {
             self.tcp_notify(sid, e.reset);
         } else if e.tx_space {
@@ -1254,6 +1257,7 @@ mod tests {
         assert_eq!(st & tcp_state::RESET, 0, "the reader was reset");
         assert_ne!(st & tcp_state::PEER_FIN, 0, "no end of stream");
         assert_eq!(sm.tcp_stats.resets, 0);
+        assert_eq!(sm.tcp_stats.time_wait_rst, 1);
         let a = sm.apps[0].as_ref().unwrap();
         assert_eq!(
             a.slots[slot as usize],
