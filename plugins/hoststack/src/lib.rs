@@ -341,7 +341,9 @@ pub fn poll_control(vm: &mut Vlib) {
         (tcp, g.has_replies(), g.tcp_applied())
     };
     let failed = apply_ports(vm, ports);
-    let tcp_failed = apply_tcp(vm, tcp).err();
+    // Only a failed registration refuses replies: a failed unregistration (nothing left to
+    // serve) was logged and is tried again on the next poll.
+    let tcp_failed = apply_tcp(vm, tcp).err().filter(|_| tcp);
     // Protocol 6 newly registered: the connections held since are sent (`set_tcp_applied`).
     let newly = tcp && !applied && tcp_failed.is_none();
     if !replies && !newly {
