@@ -16,15 +16,19 @@
                                           send <bytes> to a kernel server, shutdown(SHUT_WR)
                                           (a later send fails with EPIPE), then read its
                                           reply until end of stream; prints the reply
-  sockets.py halfclose-server <port>     accept one connection, send "hello",
+  sockets.py halfclose-server <port> [slow]
+                                          accept one connection, send "hello",
                                           shutdown(SHUT_WR), then read until end of
-                                          stream; prints "ready", "got <n> <sum>"
+                                          stream (slow: 8 KiB every 20 ms, so that the
+                                          peer's FIN finds the rx FIFO full); prints
+                                          "ready", "got <n> <sum>"
 """
 import errno
 import os
 import selectors
 import socket
 import sys
+import time
 
 
 def pat(i, n):
@@ -144,10 +148,12 @@ def udp(ip, port, count):
     print(f"ok {count}", flush=True)
 
 
-def read_to_end(s):
+def read_to_end(s, slow=False):
     out = b""
     while True:
-        b = s.recv(65536)
+        if slow:
+            time.sleep(0.02)
+        b = s.recv(8192 if slow else 65536)
         if not b:
             return out
         out += b
@@ -172,7 +178,7 @@ def halfclose(ip, port, total):
     print(reply.decode(), flush=True)
 
 
-def halfclose_server(port):
+def halfclose_server(port, slow=False):
     l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     l.bind(("0.0.0.0", port))
@@ -181,7 +187,7 @@ def halfclose_server(port):
     c, _ = l.accept()
     c.sendall(b"hello")
     c.shutdown(socket.SHUT_WR)
-    got = read_to_end(c)
+    got = read_to_end(c, slow)
     c.close()
     l.close()
     print(f"got {len(got)} {checksum(got)}", flush=True)
@@ -198,6 +204,6 @@ if __name__ == "__main__":
     elif mode == "halfclose":
         halfclose(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif mode == "halfclose-server":
-        halfclose_server(int(sys.argv[2]))
+        halfclose_server(int(sys.argv[2]), sys.argv[3:] == ["slow"])
     else:
         sys.exit(__doc__)

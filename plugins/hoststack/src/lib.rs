@@ -299,8 +299,11 @@ fn local_addrs(vm: &mut Vlib) -> Vec<(IpAddr, u8)> {
     out
 }
 
-fn apply_ports(vm: &mut Vlib, ports: Vec<PortChange>) {
+/// Applies the UDP port changes on every thread; returns the registrations that failed
+/// (IPv6?, port, why), for [`SessionMain::refuse_unregistered`].
+fn apply_ports(vm: &mut Vlib, ports: Vec<PortChange>) -> Vec<(bool, u16, SessionError)> {
     use sluice_vnet::ip_local::{register, unregister_node, LocalKey};
+    let mut failed = Vec::new();
     for (v6, port, on) in ports {
         let node = if v6 {
             node::UDP6_INPUT
@@ -315,8 +318,12 @@ fn apply_ports(vm: &mut Vlib, ports: Vec<PortChange>) {
         };
         if let Err(e) = r {
             log::warn!("session: udp port {port}: {e}");
+            if on {
+                failed.push((v6, port, SessionError::from_registration(&e)));
+            }
         }
     }
+    failed
 }
 
 /// Serves the application socket once (attaches, binds, connects, closes, dead
@@ -333,17 +340,21 @@ pub fn poll_control(vm: &mut Vlib) {
         let tcp = tcp_wanted(&mut g);
         (tcp, g.has_replies(), g.tcp_applied())
     };
-    apply_ports(vm, ports);
-    apply_tcp(vm, tcp);
+    let failed = apply_ports(vm, ports);
+    // Only a failed registration refuses replies: a failed unregistration (nothing left to
+    // serve) was logged and is tried again on the next poll.
+    let tcp_failed = apply_tcp(vm, tcp).err().filter(|_| tcp);
     // Protocol 6 newly registered: the connections held since are sent (`set_tcp_applied`).
-    let newly = tcp && !applied;
+    let newly = tcp && !applied && tcp_failed.is_none();
     if !replies && !newly {
         return;
     }
-    // An application detached because its socket refused a reply releases its ports.
+    // The sessions whose registration failed are closed and their replies say why; an
+    // application detached because its socket refused a reply releases its ports.
     let mut ports = Vec::new();
     let tcp = {
         let mut g = session_lock(&sm);
+        g.refuse_unregistered(&failed, tcp_failed.as_ref(), &mut ports);
         if newly {
             g.set_tcp_applied(true);
         }
@@ -351,7 +362,8 @@ pub fn poll_control(vm: &mut Vlib) {
         tcp_wanted(&mut g)
     };
     apply_ports(vm, ports);
-    apply_tcp(vm, tcp);
+    // A failure here was logged; no reply waits on it.
+    let _ = apply_tcp(vm, tcp);
 }
 
 /// Whether protocol 6 should be registered (TCP sessions exist). When not, the session
@@ -366,13 +378,14 @@ fn tcp_wanted(g: &mut SessionMain) -> bool {
 }
 
 /// Sends TCP to `tcp4-input`/`tcp6-input` while TCP sessions exist (otherwise
-/// `ip4-local`/`ip6-local` punt it, as before: linux-cp's host keeps its TCP).
-fn apply_tcp(vm: &mut Vlib, want: bool) {
+/// `ip4-local`/`ip6-local` punt it, as before: linux-cp's host keeps its TCP). A failed
+/// registration is undone (both families or neither) and returned.
+fn apply_tcp(vm: &mut Vlib, want: bool) -> Result<(), SessionError> {
     use sluice_vnet::ip_local::{register, unregister_node, LocalKey};
     if vm.ext_mut::<Hoststack>().tcp_registered == want {
-        return;
+        return Ok(());
     }
-    let mut ok = true;
+    let mut err = None;
     for (v6, node) in [(false, node::TCP4_INPUT), (true, node::TCP6_INPUT)] {
         let r = if want {
             register(vm, v6, LocalKey::Protocol(6), node)
@@ -381,11 +394,22 @@ fn apply_tcp(vm: &mut Vlib, want: bool) {
         };
         if let Err(e) = r {
             log::warn!("session: {node}: {e}");
-            ok = false;
+            err.get_or_insert(SessionError::from_registration(&e));
         }
     }
-    if ok {
-        vm.ext_mut::<Hoststack>().tcp_registered = want;
+    match err {
+        None => {
+            vm.ext_mut::<Hoststack>().tcp_registered = want;
+            Ok(())
+        }
+        Some(e) => {
+            if want {
+                for (v6, node) in [(false, node::TCP4_INPUT), (true, node::TCP6_INPUT)] {
+                    let _ = unregister_node(vm, v6, LocalKey::Protocol(6), node);
+                }
+            }
+            Err(e)
+        }
     }
 }
 
@@ -412,7 +436,8 @@ pub fn disable(vm: &mut Vlib) {
         .enabled
         .store(false, Ordering::Relaxed);
     apply_ports(vm, ports);
-    apply_tcp(vm, false);
+    // Unregistrations only: a failure was logged.
+    let _ = apply_tcp(vm, false);
 }
 
 fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -504,11 +529,12 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let t = sm.tcp_stats;
         let _ = writeln!(
             o,
-            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} SYNs dropped (backlog full), {} SYNs dropped (session table full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
+            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} TIME-WAIT ended by RST, {} SYNs dropped (backlog full), {} SYNs dropped (session table full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
             t.accepted,
             t.connected,
             t.resets,
             t.keepalive_timeouts,
+            t.time_wait_rst,
             t.backlog_full,
             t.table_full,
             t.no_slot,

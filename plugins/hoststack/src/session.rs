@@ -52,7 +52,7 @@ impl Default for Config {
 }
 
 /// Session-layer errors (the CLI prints them; an application gets the errno).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SessionError {
     /// The session layer is off.
     #[error("session layer is disabled (session enable)")]
@@ -78,6 +78,21 @@ pub enum SessionError {
     /// A TCP operation on a session that is not a connection (yet).
     #[error("not connected")]
     NotConnected,
+    /// `ip4-local`/`ip6-local` could not be told to hand the session's packets (its UDP
+    /// port, or TCP) to the host stack on every thread; it was undone.
+    #[error("local delivery not registered")]
+    NotRegistered,
+}
+
+impl SessionError {
+    /// A failed `ip_local` registration: a port or protocol another node serves (a
+    /// tunnel's UDP port) is in use; anything else is `NotRegistered`.
+    pub fn from_registration(e: &sluice_vnet::error::VnetError) -> SessionError {
+        match e {
+            sluice_vnet::error::VnetError::Exists(_) => SessionError::InUse,
+            _ => SessionError::NotRegistered,
+        }
+    }
 }
 
 impl SessionError {
@@ -91,6 +106,7 @@ impl SessionError {
             SessionError::NoSession => libc::EBADF,
             SessionError::NotConnected => libc::ENOTCONN,
             SessionError::Disabled | SessionError::Socket(..) => libc::ENOTCONN,
+            SessionError::NotRegistered => libc::EIO,
         }
     }
 }
@@ -478,6 +494,9 @@ pub struct TcpGlobal {
     pub resets: u64,
     /// Of them, given up because keepalive probes went unanswered.
     pub keepalive_timeouts: u64,
+    /// Connections in TIME-WAIT ended by an exact RST (not among `resets`: the
+    /// application is not told).
+    pub time_wait_rst: u64,
     /// SYN-ACKs sent with a SYN cookie (the backlog was full).
     pub syn_cookies_sent: u64,
     /// Connections opened by a valid SYN cookie.
@@ -1045,6 +1064,58 @@ impl SessionMain {
         self.replies.clear();
     }
 
+    /// The registrations `poll_control` could not apply (`udp`: (IPv6?, port, why);
+    /// `tcp`: protocol 6's): each reply of this round that opened a session needing one
+    /// becomes that error and its session is closed (its port change goes to `ports`), so
+    /// an application is never told a bind, listen or connect succeeded whose packets
+    /// the host stack will not get.
+    pub fn refuse_unregistered(
+        &mut self,
+        udp: &[(bool, u16, SessionError)],
+        tcp: Option<&SessionError>,
+        ports: &mut Vec<PortChange>,
+    ) {
+        if udp.is_empty() && tcp.is_none() {
+            return;
+        }
+        let mut replies = std::mem::take(&mut self.replies);
+        for (a, r) in replies.iter_mut() {
+            let Msg::SessionReply {
+                req,
+                retval: 0,
+                slot,
+                ..
+            } = *r
+            else {
+                continue;
+            };
+            let Some(sid) = self
+                .apps
+                .get(*a as usize)
+                .and_then(|x| x.as_ref())
+                .and_then(|x| x.slots.get(slot as usize).copied().flatten())
+            else {
+                continue;
+            };
+            let Some(s) = self.sess(sid) else { continue };
+            let is_tcp = s.proto.is_tcp();
+            let why = if is_tcp {
+                tcp
+            } else {
+                let (v6, port) = (s.local.is_ipv6(), s.local.port());
+                udp.iter().find(|x| (x.0, x.1) == (v6, port)).map(|x| &x.2)
+            };
+            let Some(why) = why else { continue };
+            *r = self.session_reply(req, Err(why.clone()));
+            if is_tcp {
+                self.tcp_abort(sid);
+            } else {
+                self.close(sid, ports);
+            }
+        }
+        self.replies = replies;
+    }
+
     fn session_reply(&self, req: u32, r: Result<u32, SessionError>) -> Msg {
         match r.map(|sid| self.sess(sid).map(|s| (s.slot, s.local))) {
             Ok(Some((slot, local))) => Msg::SessionReply {
@@ -1394,6 +1465,73 @@ pub(crate) mod tests {
             ),
             "{got:?}"
         );
+    }
+
+    /// A registration `poll_control` could not apply (a tunnel serves UDP port 4789;
+    /// protocol 6 refused) fails the bind and the UDP connect on that port and the listen
+    /// of that round with the error, and closes their sessions; the other bind
+    /// of the round is answered as usual. (Before: logged, and every reply said success.)
+    #[test]
+    fn a_failed_registration_fails_the_reply_and_undoes_the_session() {
+        let (mut sm, peer) = with_app();
+        replies(&peer); // the attach's
+        for m in [
+            Msg::Bind {
+                req: 1,
+                local: sa("0.0.0.0:4789"),
+            },
+            Msg::Connect {
+                req: 2,
+                remote: sa("10.0.0.2:4789"),
+                lport: 4789,
+            },
+            Msg::Bind {
+                req: 3,
+                local: sa("0.0.0.0:7000"),
+            },
+            Msg::Listen {
+                req: 4,
+                local: sa("10.0.0.1:8080"),
+                backlog: 8,
+            },
+        ] {
+            seqpacket::send(&peer, &msg::encode(&m), None).unwrap();
+        }
+        let mut ports = Vec::new();
+        sm.serve_app(0, &locals(), &mut ports);
+        assert_eq!(ports, [(false, 4789, true), (false, 7000, true)]);
+        assert_eq!(sm.tcp_count, 1);
+        let mut more = Vec::new();
+        sm.refuse_unregistered(
+            &[(false, 4789, SessionError::InUse)],
+            Some(&SessionError::NotRegistered),
+            &mut more,
+        );
+        assert_eq!(more, [(false, 4789, false)], "the port given back");
+        sm.send_replies(&mut more);
+        let got: Vec<(u32, i32)> = replies(&peer)
+            .into_iter()
+            .map(|m| match m {
+                Msg::SessionReply { req, retval, .. } => (req, retval),
+                m => panic!("{m:?}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, -libc::EADDRINUSE),
+                (2, -libc::EADDRINUSE),
+                (3, 0),
+                (4, -libc::EIO)
+            ]
+        );
+        let live: Vec<u16> = sm.iter().map(|(_, s)| s.local.port()).collect();
+        assert_eq!(live, [7000], "only the good bind's session is left");
+        assert_eq!(sm.tcp_count, 0);
+        assert!(sm.tcp_listeners.is_empty());
+        let held = sm.apps[0].as_ref().unwrap().slots.iter().flatten().count();
+        assert_eq!(held, 1, "the failed sessions' slots are free");
+        assert_eq!(sm.port_refs.len(), 1, "{:?}", sm.port_refs);
     }
 
     /// A worker's connection made before protocol 6 is registered waits for it, even when

@@ -17,7 +17,10 @@
 //! unacknowledged or the delayed-ACK timer fires; out-of-order data, a filled hole, a FIN,
 //! a duplicate and a window update are acknowledged at once. Keepalive (RFC 1122 4.2.3.6):
 //! after the idle time with nothing in flight, probes (sequence one below `snd_una`) at the
-//! interval; the connection is reset when that many go unanswered.
+//! interval; the connection is reset when that many go unanswered. After the peer's FIN
+//! no window update goes, and an exact RST in TIME-WAIT ends the connection without a
+//! reset for the application, counted as `time_wait_rst` (issue 19's half-close flake,
+//! `docs/hoststack.md`; RFC 1337's ignoring of that RST is not adopted).
 
 use sluice_session::seg::Fifo;
 pub use sluice_wire::tcp::TcpFlags;
@@ -325,6 +328,8 @@ pub struct Effect {
     pub rst: Option<(u32, u32, TcpFlags)>,
     /// The reset is a keepalive timeout (the peer stopped answering probes).
     pub keepalive_dead: bool,
+    /// An exact RST ended TIME-WAIT (no reset for the application; counted apart).
+    pub time_wait_rst: bool,
 }
 
 /// Per-connection counters.
@@ -790,10 +795,20 @@ impl Tcb {
         // 2. RST (RFC 5961 3.2: exact match resets, otherwise a challenge ACK).
         if seg.has(RST) {
             if seg.seq == self.rcv_nxt {
-                let was_syn_rcvd = self.state == State::SynRcvd;
+                // In SYN-RECEIVED the application never saw the connection; in TIME-WAIT
+                // both streams ended in order (every byte and the peer's FIN are in the rx
+                // FIFO): the connection ends, the application reads to the end of stream
+                // (Linux's TIME-WAIT socket is no longer the application's either).
+                // The RST still ends TIME-WAIT early and frees the 4-tuple, as RFC 9293
+                // 3.10.7.4 and Linux with tcp_rfc1337=0 do: RFC 1337's "ignore RST in
+                // TIME-WAIT" is not adopted. CLOSING and LAST-ACK still report a reset:
+                // our FIN (and maybe data before it) is not acknowledged there, so the
+                // application cannot know its stream arrived whole.
+                let quiet = matches!(self.state, State::SynRcvd | State::TimeWait);
+                e.time_wait_rst = self.state == State::TimeWait;
                 self.state = State::Closed;
-                e.reset = !was_syn_rcvd;
-                e.notify = !was_syn_rcvd;
+                e.reset = !quiet;
+                e.notify = !quiet;
                 e.free = true;
             } else {
                 self.need_ack = true;
@@ -1335,8 +1350,13 @@ impl Tcb {
         (f as u16, f << self.rcv_shift)
     }
 
-    /// Whether reading has opened the window enough to tell the peer.
+    /// Whether reading has opened the window enough to tell the peer: never after the
+    /// peer's FIN (no more data comes; in TIME-WAIT the peer may be gone, and would answer
+    /// the update with a RST; Linux likewise stops updating at RCV_SHUTDOWN).
     pub fn window_update_due(&self, rx_free: u32) -> bool {
+        if self.peer_fin {
+            return false;
+        }
         let adv = self.rcv_adv.wrapping_sub(self.rcv_nxt);
         let now = self.wnd(rx_free, false).1;
         now > adv && now - adv >= (2 * self.mss).min(32768)

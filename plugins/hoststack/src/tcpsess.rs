@@ -660,6 +660,9 @@ impl SessionMain {
         if e.keepalive_dead {
             self.tcp_stats.keepalive_timeouts += 1;
         }
+        if e.time_wait_rst {
+            self.tcp_stats.time_wait_rst += 1;
+        }
         if e.notify || e.accepted {
             self.tcp_notify(sid, e.reset);
         } else if e.tx_space {
@@ -779,7 +782,8 @@ impl SessionMain {
             return; // the application only watches the state word now
         }
         let mut requeue = false;
-        if rx.free_bytes() < rx.size() / 2 {
+        // After the peer's FIN no window update goes (`Tcb::window_update_due`): no request.
+        if !t.peer_fin && rx.free_bytes() < rx.size() / 2 {
             rx.wnd_request().store(1, Ordering::SeqCst);
             // Drained meanwhile (the application did not see the request): send the
             // window update ourselves.
@@ -1182,6 +1186,85 @@ mod tests {
         sm.retry_events();
         assert_eq!(app_events(&sm), [seg::EVENT_ACCEPT | slot]);
         assert!(sm.evq_retry.is_empty());
+    }
+
+    /// Issue 19's half-close flake (`preload_half_close_with_the_kernel`): the application
+    /// shut its side, the peer sent more than half a FIFO and its FIN, which took the
+    /// connection to TIME-WAIT, and closed (a kernel peer in LAST-ACK is gone once our ACK
+    /// of its FIN arrives). The application reading then opened the window: a window update
+    /// to the gone peer drew its RST, which reset the connection, and the application got
+    /// ECONNRESET instead of its end of stream. Now no window update goes after the peer's
+    /// FIN, and a RST in TIME-WAIT ends the connection without a reset.
+    #[test]
+    fn a_gone_peer_does_not_reset_a_half_closed_reader() {
+        let now = Instant::now();
+        let (mut sm, _peer, sid, snd) = half_open(now);
+        let (l, r) = (
+            "10.0.0.1:80".parse().unwrap(),
+            "10.0.0.2:4000".parse().unwrap(),
+        );
+        sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
+            .unwrap();
+        let slot = sm.sess(sid).unwrap().slot;
+        app_events(&sm);
+        // What `session-queue` sends for the connection now, the rx FIFO's space as it is.
+        let send = |sm: &mut SessionMain| {
+            let rx_free = sm.apps[0]
+                .as_ref()
+                .unwrap()
+                .fifos(slot)
+                .unwrap()
+                .0
+                .free_bytes();
+            let Some(Proto::Tcp(t, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
+                panic!("not a connection");
+            };
+            let mut out = vec![];
+            t.output(0, rx_free, now, |o| {
+                out.push((o.seq, o.ack, o.flags));
+                true
+            });
+            out
+        };
+        sm.tcp_shutdown(sid).unwrap();
+        assert_eq!(send(&mut sm), [(snd, 778, TcpFlags::FIN | TcpFlags::ACK)]);
+        // FIN acknowledged (FIN-WAIT-2); 3,000 bytes of the 4,096-byte FIFO and the FIN.
+        sm.tcp_input(l, r, &seg(778, snd + 1, TcpFlags::ACK), now)
+            .unwrap();
+        let data = vec![7u8; 3000];
+        let last = Seg {
+            data: &data,
+            ..seg(778, snd + 1, TcpFlags::ACK | TcpFlags::FIN)
+        };
+        sm.tcp_input(l, r, &last, now).unwrap();
+        let end = 778 + 3000 + 1;
+        assert_eq!(send(&mut sm), [(snd + 1, end, TcpFlags::ACK)]);
+        let Some(Proto::Tcp(t, _)) = sm.sess(sid).map(|s| &s.proto) else {
+            panic!("not a connection");
+        };
+        assert_eq!(t.state, State::TimeWait);
+        // The application reads it all: no window update to a peer that sends nothing more.
+        let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        let mut got = vec![0u8; 4096];
+        let n = rx.pop_bytes(&mut got);
+        assert_eq!(n, 3000);
+        assert_eq!(send(&mut sm), [], "a window update after the peer's FIN");
+        // A RST from the gone peer (for a segment of ours) ends the connection quietly.
+        sm.tcp_input(l, r, &seg(end, 0, TcpFlags::RST), now)
+            .unwrap();
+        let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        let st = rx.state().load(Ordering::Acquire);
+        assert_eq!(st & tcp_state::RESET, 0, "the reader was reset");
+        assert_ne!(st & tcp_state::PEER_FIN, 0, "no end of stream");
+        assert_eq!(sm.tcp_stats.resets, 0);
+        assert_eq!(sm.tcp_stats.time_wait_rst, 1);
+        let a = sm.apps[0].as_ref().unwrap();
+        assert_eq!(
+            a.slots[slot as usize],
+            Some(sid),
+            "the application holds it"
+        );
+        assert!(sm.workers[0].tcp_conns.is_empty(), "the 4-tuple is free");
     }
 
     #[test]
