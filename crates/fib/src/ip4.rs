@@ -514,7 +514,7 @@ mod tests {
         let n = SUMMARY_MAX_DEFERRED as u32 + 1;
         for i in 0..n {
             t.insert(&e, i << 16 | 0x0100, 24, 2).unwrap();
-            assert_eq!(t.uses_summary(), i + 1 <= SUMMARY_MAX_DEFERRED as u32);
+            assert_eq!(t.uses_summary(), i < SUMMARY_MAX_DEFERRED as u32);
         }
         let a = [0x0000_0101, 0x0000_0201, 0x8000_0101, 0xff00_0101];
         let want = [2, 1, 1, 1];
