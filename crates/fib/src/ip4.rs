@@ -1,33 +1,23 @@
 //! IPv4 longest-prefix match: DIR-24-8 (a 2^24-entry first level indexed by the top 24 bits,
-//! 256-entry second-level groups for prefixes longer than /24), with a 2^16-entry summary
-//! level in front of it: a /16 whose 256 first-level entries are one leaf (no prefix longer
-//! than /16 inside it) is answered from the summary, so short prefixes take 1 KiB per /8
-//! there instead of 256 KiB of the first level.
+//! 256-entry second-level groups for prefixes longer than /24).
 //!
-//! Lookups are one to three relaxed/acquire atomic loads, no lock, from any thread. Only the
+//! Lookups are one or two relaxed/acquire atomic loads, no lock, from any thread. Only the
 //! main thread writes (`&mut self`): entries are updated in place with atomic stores; a new
 //! second-level group is filled before it is published; a group that is no longer needed is
 //! retired and reused only after every worker passed a quiescent point.
 //!
 //! Entry encoding (u32): bit 31 valid, bit 30 extended (low 24 bits = group index),
-//! bits 24..=29 depth (prefix length that set the entry), bits 0..=23 value. In the summary
-//! level the extended bit alone means "read the first level"; any other word equals every
-//! first-level entry of its /16 (the writer sets the extended bit before it changes any of
-//! them and writes the leaf back only once all 256 are that leaf again).
+//! bits 24..=29 depth (prefix length that set the entry), bits 0..=23 value.
 
 use crate::groups::{GroupAlloc, GroupStore};
 use sluice_infra::epoch::{Epochs, ZeroedAtomicU32s};
 use sluice_infra::hash::FastState;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 const VALID: u32 = 1 << 31;
 const EXT: u32 = 1 << 30;
 const VALUE_MASK: u32 = 0x00ff_ffff;
-/// Most /16s that defer to the first level for which lookups still read the summary first.
-/// Past it (a large table: its /16s mostly hold prefixes longer than /16, and the summary,
-/// 256 KiB read at random, only adds cache misses) lookups go to the first level directly.
-pub const SUMMARY_MAX_DEFERRED: usize = 1 << 14;
 /// Largest value an entry can carry.
 pub const MAX_VALUE: u32 = VALUE_MASK;
 
@@ -43,11 +33,6 @@ fn depth_of(e: u32) -> u8 {
 
 /// The read side of the table, shared by every thread (`Arc<Ip4Table>`): lookups only.
 pub struct Ip4Table {
-    /// One word per /16: a leaf covering the whole /16, or `EXT` (read `tbl24`).
-    tbl16: ZeroedAtomicU32s,
-    /// Lookups read `tbl16` first (few of its entries defer to `tbl24`: see
-    /// [`SUMMARY_MAX_DEFERRED`]); otherwise `tbl24` alone. Either answer is right at any time.
-    use_summary: AtomicBool,
     tbl24: ZeroedAtomicU32s,
     groups: GroupStore,
 }
@@ -58,8 +43,6 @@ pub struct Ip4Lpm {
     alloc: GroupAlloc,
     routes: [HashMap<u32, u32, FastState>; 33],
     n_routes: usize,
-    /// Summary entries that defer to the first level (`EXT`).
-    n_deferred: usize,
 }
 
 /// Why an insert failed.
@@ -104,26 +87,17 @@ impl Ip4Table {
     /// Longest-prefix match: the value of the longest prefix covering `addr`.
     #[inline(always)]
     pub fn lookup(&self, addr: u32) -> Option<u32> {
-        let mut e = EXT;
-        if self.use_summary.load(Ordering::Relaxed) {
-            e = self.tbl16.as_slice()[(addr >> 16) as usize].load(Ordering::Acquire);
-        }
+        let mut e = self.tbl24.as_slice()[(addr >> 8) as usize].load(Ordering::Acquire);
         if e & EXT != 0 {
-            e = self.tbl24.as_slice()[(addr >> 8) as usize].load(Ordering::Acquire);
-            if e & EXT != 0 {
-                e = self.groups.entry(e & VALUE_MASK, addr as u8);
-            }
+            e = self.groups.entry(e & VALUE_MASK, addr as u8);
         }
         (e & VALID != 0).then_some(e & VALUE_MASK)
     }
 
-    /// Starts loading the summary and first-level entries [`Ip4Table::lookup`] of `addr`
-    /// reads (a lookup a few packets later then finds them in cache).
+    /// Starts loading the first-level entry [`Ip4Table::lookup`] of `addr` reads first
+    /// (a lookup a few packets later then finds it in cache).
     #[inline(always)]
     pub fn prefetch(&self, addr: u32) {
-        if let Some(e) = self.tbl16.as_slice().get((addr >> 16) as usize) {
-            sluice_infra::prefetch(e as *const AtomicU32);
-        }
         if let Some(e) = self.tbl24.as_slice().get((addr >> 8) as usize) {
             sluice_infra::prefetch(e as *const AtomicU32);
         }
@@ -142,42 +116,9 @@ impl Ip4Table {
     pub fn lookup_x4_or(&self, a: [u32; 4], miss: u32) -> [u32; 4] {
         // As an array (one length compare per call) the four indices, 24-bit by
         // construction, need no bound checks.
-        let (Ok(s), Ok(t)) = (
-            <&[_; 1 << 16]>::try_from(self.tbl16.as_slice()),
-            <&[_; 1 << 24]>::try_from(self.tbl24.as_slice()),
-        ) else {
+        let Ok(t) = <&[_; 1 << 24]>::try_from(self.tbl24.as_slice()) else {
             return a.map(|a| self.lookup(a).unwrap_or(miss));
         };
-        let leaf = |x: u32| if x & VALID != 0 { x & VALUE_MASK } else { miss };
-        if !self.use_summary.load(Ordering::Relaxed) {
-            let e = [
-                t[(a[0] >> 8) as usize].load(Ordering::Acquire),
-                t[(a[1] >> 8) as usize].load(Ordering::Acquire),
-                t[(a[2] >> 8) as usize].load(Ordering::Acquire),
-                t[(a[3] >> 8) as usize].load(Ordering::Acquire),
-            ];
-            let mut out = [miss; 4];
-            for i in 0..4 {
-                let mut x = e[i];
-                if x & EXT != 0 {
-                    x = self.groups.entry(x & VALUE_MASK, a[i] as u8);
-                }
-                out[i] = leaf(x);
-            }
-            return out;
-        }
-        let s = [
-            s[(a[0] >> 16) as usize].load(Ordering::Acquire),
-            s[(a[1] >> 16) as usize].load(Ordering::Acquire),
-            s[(a[2] >> 16) as usize].load(Ordering::Acquire),
-            s[(a[3] >> 16) as usize].load(Ordering::Acquire),
-        ];
-        // One branch for the four: all answered by the summary (short prefixes only), or
-        // the four first-level entries read (independent of the summary's words: the
-        // addresses come from `a`) and taken where the summary says so.
-        if (s[0] | s[1] | s[2] | s[3]) & EXT == 0 {
-            return s.map(leaf);
-        }
         let e = [
             t[(a[0] >> 8) as usize].load(Ordering::Acquire),
             t[(a[1] >> 8) as usize].load(Ordering::Acquire),
@@ -186,11 +127,11 @@ impl Ip4Table {
         ];
         let mut out = [miss; 4];
         for i in 0..4 {
-            let mut x = if s[i] & EXT != 0 { e[i] } else { s[i] };
+            let mut x = e[i];
             if x & EXT != 0 {
                 x = self.groups.entry(x & VALUE_MASK, a[i] as u8);
             }
-            out[i] = leaf(x);
+            out[i] = if x & VALID != 0 { x & VALUE_MASK } else { miss };
         }
         out
     }
@@ -207,15 +148,12 @@ impl Ip4Lpm {
     pub fn new() -> Self {
         Ip4Lpm {
             table: std::sync::Arc::new(Ip4Table {
-                tbl16: ZeroedAtomicU32s::new(1 << 16),
-                use_summary: AtomicBool::new(true),
                 tbl24: ZeroedAtomicU32s::new(1 << 24),
                 groups: GroupStore::new(),
             }),
             alloc: GroupAlloc::new(),
             routes: std::array::from_fn(|_| HashMap::default()),
             n_routes: 0,
-            n_deferred: 0,
         }
     }
 
@@ -301,14 +239,7 @@ impl Ip4Lpm {
         if self.routes[len as usize].insert(p, value).is_none() {
             self.n_routes += 1;
         }
-        self.defer16(p, len);
         self.paint(p, len, leaf(len, value), |d| d <= len);
-        // A prefix longer than /16 leaves its /16 mixed (or, rarely, one leaf of the longer
-        // prefixes: then deferring to the first level is still right): no rescan.
-        if len <= 16 {
-            self.settle16(p, len);
-        }
-        self.choose_summary();
         Ok(())
     }
 
@@ -328,59 +259,9 @@ impl Ip4Lpm {
                 break;
             }
         }
-        self.defer16(p, len);
         self.paint(p, len, repl, |d| d == len);
         self.collapse(epochs, p, len);
-        self.settle16(p, len);
-        self.choose_summary();
         Some(v)
-    }
-
-    /// The summary entries of the /16s the prefix touches.
-    fn range16(p: u32, len: u8) -> std::ops::Range<usize> {
-        let start = (p >> 16) as usize;
-        start..start + (1usize << 16u8.saturating_sub(len))
-    }
-
-    /// Points the summary entries of the prefix's /16s at the first level (before any of
-    /// their first-level entries change).
-    fn defer16(&mut self, p: u32, len: u8) {
-        for x in &self.table.tbl16.as_slice()[Self::range16(p, len)] {
-            if x.load(Ordering::Relaxed) != EXT {
-                x.store(EXT, Ordering::Release);
-                self.n_deferred += 1;
-            }
-        }
-    }
-
-    /// Whether lookups read the summary first (see [`SUMMARY_MAX_DEFERRED`]).
-    fn choose_summary(&self) {
-        let on = self.n_deferred <= SUMMARY_MAX_DEFERRED;
-        if self.table.use_summary.load(Ordering::Relaxed) != on {
-            self.table.use_summary.store(on, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether lookups read the summary level first.
-    pub fn uses_summary(&self) -> bool {
-        self.table.use_summary.load(Ordering::Relaxed)
-    }
-
-    /// Writes back the summary entries of the prefix's /16s whose 256 first-level entries
-    /// are one leaf (after the first level changed).
-    fn settle16(&mut self, p: u32, len: u8) {
-        let t = self.table.tbl24.as_slice();
-        for j in Self::range16(p, len) {
-            let s = &t[j << 8..(j + 1) << 8];
-            let first = s[0].load(Ordering::Relaxed);
-            if first & EXT == 0 && s.iter().all(|x| x.load(Ordering::Relaxed) == first) {
-                let x = &self.table.tbl16.as_slice()[j];
-                if x.load(Ordering::Relaxed) == EXT {
-                    self.n_deferred -= 1;
-                }
-                x.store(first, Ordering::Release);
-            }
-        }
     }
 
     /// Writes `new` to every entry of the prefix's range whose depth satisfies `take`.
@@ -469,61 +350,6 @@ mod tests {
         let a = [0x0b000000, 0x0a010101, 0x0a010181, 0x0c000001];
         assert_eq!(t.table().lookup_x4_or(a, MISS), [MISS, 2, 5, MISS]);
         assert_eq!(t.lookup_x4(a), [None, Some(2), Some(5), None]);
-    }
-
-    /// The summary level: a /16 covered by one leaf is answered from it; a longer prefix
-    /// inside sends it to the first level, and removing it brings the leaf back.
-    #[test]
-    fn summary_level_follows_longer_prefixes() {
-        let e = Epochs::new(1);
-        let mut t = Ip4Lpm::new();
-        let s = |t: &Ip4Lpm, a: u32| {
-            t.table().tbl16.as_slice()[(a >> 16) as usize].load(Ordering::Relaxed)
-        };
-        t.insert(&e, 0x1400_0000, 8, 7).unwrap();
-        assert_eq!(s(&t, 0x1412_3456), leaf(8, 7));
-        t.insert(&e, 0x1412_3400, 24, 9).unwrap();
-        assert_eq!(s(&t, 0x1412_3456), EXT);
-        assert_eq!(s(&t, 0x1413_0000), leaf(8, 7));
-        let a = [0x1412_3456, 0x1412_3556, 0x1413_0001, 0x1512_3456];
-        assert_eq!(t.table().lookup_x4_or(a, u32::MAX), [9, 7, 7, u32::MAX]);
-        t.insert(&e, 0x1412_3480, 25, 11).unwrap();
-        assert_eq!(t.lookup(0x1412_3481), Some(11));
-        assert_eq!(t.remove(&e, 0x1412_3480, 25), Some(11));
-        assert_eq!(t.remove(&e, 0x1412_3400, 24), Some(9));
-        assert_eq!(s(&t, 0x1412_3456), leaf(8, 7));
-        assert_eq!(t.table().lookup_x4_or(a, u32::MAX), [7, 7, 7, u32::MAX]);
-        // A /16 of its own, then a shorter prefix over it: the /16's entries keep their leaf.
-        t.insert(&e, 0x1412_0000, 16, 3).unwrap();
-        t.insert(&e, 0x1000_0000, 4, 1).unwrap();
-        assert_eq!(s(&t, 0x1412_3456), leaf(16, 3));
-        assert_eq!(s(&t, 0x1400_0000), leaf(8, 7));
-        assert_eq!(s(&t, 0x1500_0000), leaf(4, 1));
-        assert_eq!(t.remove(&e, 0x1400_0000, 8), Some(7));
-        assert_eq!(s(&t, 0x1400_0000), leaf(4, 1));
-        assert_eq!(t.table().lookup_x4_or(a, u32::MAX), [3, 3, 1, 1]);
-    }
-
-    /// A table whose /16s mostly hold longer prefixes skips the summary (and takes it up
-    /// again when they go); both ways answer the same.
-    #[test]
-    fn summary_off_for_split_tables() {
-        let e = Epochs::new(1);
-        let mut t = Ip4Lpm::new();
-        t.insert(&e, 0, 0, 1).unwrap();
-        let n = SUMMARY_MAX_DEFERRED as u32 + 1;
-        for i in 0..n {
-            t.insert(&e, i << 16 | 0x0100, 24, 2).unwrap();
-            assert_eq!(t.uses_summary(), i < SUMMARY_MAX_DEFERRED as u32);
-        }
-        let a = [0x0000_0101, 0x0000_0201, 0x8000_0101, 0xff00_0101];
-        let want = [2, 1, 1, 1];
-        assert_eq!(t.table().lookup_x4_or(a, u32::MAX), want);
-        assert_eq!(a.map(|x| t.lookup(x).unwrap()), want);
-        assert_eq!(t.remove(&e, 0x0000_0100, 24), Some(2));
-        assert!(t.uses_summary());
-        assert_eq!(t.table().lookup_x4_or(a, u32::MAX), [1, 1, 1, 1]);
-        assert_eq!(t.lookup(0x0001_0101), Some(2));
     }
 
     #[test]
