@@ -428,5 +428,41 @@ mod tests {
             }
             prop_assert_eq!(t.len(), model.len());
         }
+
+        /// Against a reference LPM, through both lookups: prefixes of every length packed
+        /// into four /8s (so /16s are whole leaves, mixed, or empty), random deletions,
+        /// random destinations inside those /8s.
+        #[test]
+        fn x4_matches_reference_lpm(
+            adds in proptest::collection::vec((prop_oneof![1 => 0u8..8, 30 => 8u8..=32], 0u32..4, any::<u32>()), 1..100),
+            dels in proptest::collection::vec(0usize..200, 0..80),
+            probes in proptest::collection::vec((0u32..4, any::<u32>()), 4..400),
+        ) {
+            let e = Epochs::new(1);
+            let mut t = Ip4Lpm::new();
+            let mut model: Vec<(u32, u8, u32)> = Vec::new();
+            // The /8s 10, 11, 20, 21; the host part's top bits few, so prefixes nest.
+            let place = |s: u32, r: u32| [10u32, 11, 20, 21][s as usize] << 24 | (r & 0x0303_ffff) >> 8 | (r & 0xff) << 16;
+            for (i, &(l, s, r)) in adds.iter().enumerate() {
+                let p = mask(place(s, r), l);
+                t.insert(&e, p, l, i as u32).unwrap();
+                model.retain(|&(q, m, _)| !(q == p && m == l));
+                model.push((p, l, i as u32));
+            }
+            for d in dels {
+                if model.is_empty() { break; }
+                let (p, l, v) = model.remove(d % model.len());
+                prop_assert_eq!(t.remove(&e, p, l), Some(v));
+            }
+            let addrs: Vec<u32> = probes.iter().map(|&(s, r)| place(s, r)).collect();
+            for c in addrs.chunks_exact(4) {
+                let a = [c[0], c[1], c[2], c[3]];
+                let want = a.map(|x| oracle(&model, x).unwrap_or(u32::MAX));
+                prop_assert_eq!(t.table().lookup_x4_or(a, u32::MAX), want, "addrs {:x?}", a);
+                for x in a {
+                    prop_assert_eq!(t.lookup(x), oracle(&model, x), "addr {:#x}", x);
+                }
+            }
+        }
     }
 }
