@@ -428,3 +428,148 @@ fn direct_decap_clears_the_bvi_and_local_flags() {
     }
     t.assert_no_leaks();
 }
+
+/// The encap stacked on the underlay's adjacency follows the underlay without any
+/// tunnel reconfiguration: a new next hop for the tunnel's destination, ECMP (the lookup
+/// path, which hashes the flow), the route deleted (the lookup path, counted `no_route`
+/// there, not a stale adjacency), and a neighbour resolving on a connected destination
+/// (glean through `ip4-lookup`/`ip6-lookup` until it resolves, then stacked). A stacked
+/// packet crosses the lookup node once (the inner packet), one on the lookup path twice.
+#[test]
+fn ipip_encap_follows_the_underlay_route() {
+    for v6 in [false, true] {
+        let (mut vm, t) = routed();
+        let (lk, nh2, nh3, far, near) = if v6 {
+            (
+                "ip6-lookup",
+                "2001:db8::2",
+                "2001:db8::3",
+                "2001:db8:9::9",
+                "2001:db8::7",
+            )
+        } else {
+            (
+                "ip4-lookup",
+                "10.0.0.2",
+                "10.0.0.3",
+                "192.0.2.9",
+                "10.0.0.7",
+            )
+        };
+        let (l, plen) = if v6 {
+            ("2001:db8::1", 128)
+        } else {
+            ("10.0.0.1", 32)
+        };
+        let mac3 = [0x02, 0, 0, 0, 0, 0x03];
+        let mac7 = [0x02, 0, 0, 0, 0, 0x07];
+        clis(
+            &mut vm,
+            &t,
+            &[
+                format!("ip neighbor pg0 {nh3} 02:00:00:00:00:03 static"),
+                format!("create ipip tunnel src {l} dst {far}"),
+                format!("create ipip tunnel src {l} dst {near} instance 1"),
+                "set interface state ipip0 up".into(),
+                "set interface state ipip1 up".into(),
+                "ip route add 198.51.100.0/24 via ipip0".into(),
+                "ip route add 198.51.101.0/24 via ipip1".into(),
+                format!("ip route add {far}/{plen} via {nh2} pg0"),
+            ],
+        );
+        let pg1 = mac_of(&vm, "pg1");
+        let frames = |n: usize, net: u8| -> Vec<Vec<u8>> {
+            (0..n)
+                .map(|i| {
+                    let mut f = eth(pg1, HOST_MAC, 0x0800);
+                    f.extend(udp4([172, 16, 0, 2], [198, 51, net, 7 + i as u8], 64));
+                    f
+                })
+                .collect()
+        };
+        let far_b: Vec<u8> = match far.parse::<std::net::IpAddr>().unwrap() {
+            std::net::IpAddr::V4(a) => a.octets().to_vec(),
+            std::net::IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        // The outer destination's place in the frame.
+        let dst_at = if v6 {
+            14 + 24..14 + 40
+        } else {
+            14 + 16..14 + 20
+        };
+        let mut lookups = 0;
+        let mut send = |vm: &mut sluice_graph::Vlib, net: u8, expect: usize| {
+            let fs = frames(4, net);
+            let out = run(vm, &t, "pg1", "pg0", &fs, expect);
+            let l = vectors(vm, lk) - lookups;
+            lookups += l;
+            (out, l)
+        };
+        // Via .2: stacked. The inner packets are IPv4: over an IPv4 underlay
+        // `ip4-lookup` sees them once (and the outer ones not at all), over IPv6
+        // `ip6-lookup` sees nothing.
+        let (out, l) = send(&mut vm, 100, 4);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        for o in &out {
+            assert_eq!(o[..6], PEER_MAC, "v6 {v6}");
+            assert_eq!(o[dst_at.clone()], far_b[..], "v6 {v6}");
+        }
+        let inner_lookups = if v6 { 0 } else { 4 };
+        assert_eq!(
+            l, inner_lookups,
+            "v6 {v6}: the stacked packets skip the lookup"
+        );
+        // A new next hop (.3): the packets follow it, still stacked.
+        clis(
+            &mut vm,
+            &t,
+            &[
+                format!("ip route del {far}/{plen} via {nh2} pg0"),
+                format!("ip route add {far}/{plen} via {nh3} pg0"),
+            ],
+        );
+        let (out, l) = send(&mut vm, 100, 4);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] == mac3), "v6 {v6}: follows .3");
+        assert_eq!(l, inner_lookups, "v6 {v6}");
+        // ECMP over .2 and .3: the lookup path (one more lookup per packet), both MACs
+        // possible, every packet out.
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip route add {far}/{plen} via {nh2} pg0"),
+        );
+        let (out, l) = send(&mut vm, 100, 4);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] == mac3 || o[..6] == PEER_MAC));
+        assert_eq!(l, inner_lookups + 4, "v6 {v6}: ECMP takes the lookup arc");
+        // The route deleted: dropped as no_route by the lookup node, nothing sent.
+        clis(
+            &mut vm,
+            &t,
+            &[
+                format!("ip route del {far}/{plen} via {nh2} pg0"),
+                format!("ip route del {far}/{plen} via {nh3} pg0"),
+            ],
+        );
+        let before = counter(&vm, lk, "no_route");
+        let (out, _) = send(&mut vm, 100, 0);
+        assert!(out.is_empty(), "v6 {v6}");
+        assert_eq!(counter(&vm, lk, "no_route") - before, 4, "v6 {v6}");
+        // A connected destination without a neighbour: the lookup path (glean), nothing
+        // of it sent as data; once the neighbour is known, stacked on its adjacency.
+        let (out, l) = send(&mut vm, 101, 0);
+        assert!(out.iter().all(|o| o[..6] != mac7), "v6 {v6}");
+        assert_eq!(l, inner_lookups + 4, "v6 {v6}: glean through the lookup");
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip neighbor pg0 {near} 02:00:00:00:00:07 static"),
+        );
+        let (out, l) = send(&mut vm, 101, 4);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] == mac7), "v6 {v6}");
+        assert_eq!(l, inner_lookups, "v6 {v6}");
+        assert_eq!(in_use(&vm), 0, "v6 {v6}");
+    }
+}
