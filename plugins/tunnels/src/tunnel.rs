@@ -381,22 +381,6 @@ impl StackMemo {
         adj: None,
         last_rewrite: u32::MAX,
     };
-
-    /// Resolves tunnel `sw` (table `fib`, the destination of `rw`) for the packets after
-    /// it. Out of line: inlined into the encap loop, the lookup's code cost the packets of
-    /// a run to one tunnel more than the call costs the packets that take it.
-    #[inline(never)]
-    fn restack(
-        &mut self,
-        u: Option<&Underlay>,
-        sw: u32,
-        fib: u32,
-        rw: &[u8; MAX_REWRITE],
-        ip6: bool,
-    ) {
-        self.sw = sw;
-        self.adj = u.and_then(|u| stacked(u, fib, rewrite_dst(rw, ip6), &mut self.last_rewrite));
-    }
 }
 
 /// How many packets ahead [`Encap`] prefetches a packet's tunnel entry (its buffer header
@@ -531,7 +515,12 @@ impl Encap {
             // Stacked on the underlay's adjacency for the tunnel's destination, looked up
             // once per run of packets to one tunnel in a frame.
             if sw != memo.sw {
-                memo.restack(self.underlay.as_ref(), sw, fib, &e.rewrite, ip6);
+                let dst = rewrite_dst(&e.rewrite, ip6);
+                memo.sw = sw;
+                memo.adj = match &self.underlay {
+                    Some(u) => stacked(u, fib, dst, &mut memo.last_rewrite),
+                    None => None,
+                };
             }
             adj = memo.adj;
         }
