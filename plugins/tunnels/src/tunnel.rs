@@ -19,7 +19,7 @@
 //! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
 //!   checksum, the GRE/IP-in-IP protocol of an L3 payload); `ip.fib_index` = the underlay
-//!   table; the `LOCALLY_ORIGINATED` flag.
+//!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag.
 //! - next: `rewrite` (`ip4-rewrite` or `ip6-rewrite`, `ip.adj_index` set: stacked on the
 //!   underlay's adjacency — the encap looks the tunnel's destination up in the underlay
 //!   table once per run of packets to one tunnel in a frame, [`stacked`], and when that
