@@ -4,7 +4,9 @@
 //!
 //! A tunnel is a first-class interface (`create_interface` with the protocol's encap node
 //! as its tx node): `interface-output` counts its tx packets and hands its frames to the
-//! encap node, which prepends the outer header and sends the packet to `ip4-lookup` /
+//! encap node, which prepends the outer header and sends the packet straight to
+//! `ip4-rewrite` / `ip6-rewrite` on the underlay's adjacency when the tunnel's destination
+//! resolves to a single neighbour (stacked: `stacked`), else to `ip4-lookup` /
 //! `ip6-lookup` in the tunnel's underlay table. The decap node (reached from
 //! `ip4-local`/`ip6-local` through `sluice_vnet::ip_local`) finds the tunnel, strips the
 //! outer headers, sets `rx_if` to the tunnel and counts its rx packets. So addresses,
@@ -22,7 +24,7 @@
 //!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag.
 //! - next: `rewrite` (`ip4-rewrite` or `ip6-rewrite`, `ip.adj_index` set: stacked on the
 //!   underlay's adjacency — the encap looks the tunnel's destination up in the underlay
-//!   table once per run of packets to one tunnel in a frame, [`stacked`], and when that
+//!   table once per run of packets to one tunnel in a frame, `stacked`, and when that
 //!   is a single resolved neighbour the packet skips the second lookup; a VXLAN tunnel to
 //!   a multicast group: the group's adjacency on the tunnel's multicast interface);
 //!   `lookup` (`ip4-lookup` or `ip6-lookup`: no route, ECMP, local, unresolved neighbour
@@ -301,7 +303,7 @@ pub struct Encap {
     pub table: SwTable<EncapEntry>,
     /// The underlay's forwarding read side (set by [`add`] with the first tunnel): the
     /// encap resolves each tunnel's destination in it and stacks the packet on the
-    /// adjacency found ([`stacked`]). None: every packet goes to the lookup arc.
+    /// adjacency found (`stacked`). None: every packet goes to the lookup arc.
     pub underlay: Option<Underlay>,
 }
 
