@@ -852,9 +852,15 @@ fn set_insert(vm: &mut Vlib, sw: SwIfIndex, entry: Option<InsertEntry>) {
 /// Sets (or clears) the encap entry of interface `sw` on every thread.
 fn set_encap(vm: &mut Vlib, sw: SwIfIndex, entry: Option<EncapEntry>) {
     if let Some(n) = vm.registry.find(ENCAP) {
+        // The IPv6 underlay the encap stacks on (`tunnel::stacked`: the policy's first
+        // SID, the outer destination, looked up once per run of packets to one policy).
+        let underlay = tunnel::Underlay::of(vm, true);
         vm.foreach_thread(move |tg| {
             if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
                 e.table.set(sw.0, entry);
+                if e.underlay.is_none() {
+                    e.underlay = underlay.clone();
+                }
             }
         });
     }

@@ -4,7 +4,9 @@
 //!
 //! A tunnel is a first-class interface (`create_interface` with the protocol's encap node
 //! as its tx node): `interface-output` counts its tx packets and hands its frames to the
-//! encap node, which prepends the outer header and sends the packet to `ip4-lookup` /
+//! encap node, which prepends the outer header and sends the packet straight to
+//! `ip4-rewrite` / `ip6-rewrite` on the underlay's adjacency when the tunnel's destination
+//! resolves to a single neighbour (stacked: `stacked`), else to `ip4-lookup` /
 //! `ip6-lookup` in the tunnel's underlay table. The decap node (reached from
 //! `ip4-local`/`ip6-local` through `sluice_vnet::ip_local`) finds the tunnel, strips the
 //! outer headers, sets `rx_if` to the tunnel and counts its rx packets. So addresses,
@@ -19,10 +21,14 @@
 //! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
 //!   checksum, the GRE/IP-in-IP protocol of an L3 payload); `ip.fib_index` = the underlay
-//!   table; the `LOCALLY_ORIGINATED` flag.
-//! - next: `lookup` (`ip4-lookup` or `ip6-lookup`); `rewrite` (`ip4-rewrite`, a VXLAN
-//!   tunnel to a multicast group: `ip.adj_index` = the group's adjacency on the tunnel's
-//!   multicast interface); `drop` (`error-drop`).
+//!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag.
+//! - next: `rewrite` (`ip4-rewrite` or `ip6-rewrite`, `ip.adj_index` set: stacked on the
+//!   underlay's adjacency — the encap looks the tunnel's destination up in the underlay
+//!   table once per run of packets to one tunnel in a frame, `stacked`, and when that
+//!   is a single resolved neighbour the packet skips the second lookup; a VXLAN tunnel to
+//!   a multicast group: the group's adjacency on the tunnel's multicast interface);
+//!   `lookup` (`ip4-lookup` or `ip6-lookup`: no route, ECMP, local, unresolved neighbour
+//!   or drop route, which the lookup node handles and counts); `drop` (`error-drop`).
 //! - counters: `encapsulated` (info), `no_tunnel` (tx interface is no tunnel of this
 //!   protocol: deleted under traffic), `no_headroom` (also what bounds nested tunnels),
 //!   `chained_ip6` (IPv6 UDP checksum over a buffer chain: not supported), `bad_inner`
@@ -244,9 +250,9 @@ sluice_graph::arcs! {
     pub enum EncapNext {
         /// Drops.
         Drop => "error-drop",
-        /// The underlay lookup.
+        /// The underlay lookup (what the encap does not stack).
         Lookup => "ip4-lookup",
-        /// A tunnel to a multicast group: its adjacency, no lookup.
+        /// Stacked on the underlay's adjacency (or a multicast group's): no lookup.
         Rewrite => "ip4-rewrite",
     }
 }
@@ -295,6 +301,88 @@ impl TraceRecord for EncapTrace {
 pub struct Encap {
     /// By tunnel `sw_if_index`.
     pub table: SwTable<EncapEntry>,
+    /// The underlay's forwarding read side (set by [`add`] with the first tunnel): the
+    /// encap resolves each tunnel's destination in it and stacks the packet on the
+    /// adjacency found (`stacked`). None: every packet goes to the lookup arc.
+    pub underlay: Option<Underlay>,
+}
+
+/// The forwarding read side of an underlay family (its FIB, adjacencies), shared with
+/// `ip4-lookup`/`ip6-lookup`.
+#[derive(Clone)]
+pub enum Underlay {
+    /// IPv4.
+    V4(Arc<sluice_vnet::ip4::Ip4Shared>),
+    /// IPv6.
+    V6(Arc<sluice_vnet::ip6::Ip6Shared>),
+}
+
+impl Underlay {
+    /// The read side of the IPv4 or IPv6 underlay (None before the family's `init`).
+    pub fn of(vm: &mut sluice_graph::Vlib, ip6: bool) -> Option<Underlay> {
+        match ip6 {
+            false => sluice_vnet::ip4::shared(vm).map(Underlay::V4),
+            true => sluice_vnet::ip6::shared(vm).map(Underlay::V6),
+        }
+    }
+}
+
+/// The adjacency the underlay's table `fib` resolves `dst` to (IPv4 in the low 32 bits),
+/// when the packet can go straight to `ip4-rewrite`/`ip6-rewrite` with it: a single path
+/// to a resolved neighbour (a Rewrite adjacency). None for everything `ip4-lookup` /
+/// `ip6-lookup` does more with — no route (counted there), a drop route, a local
+/// destination, a neighbour not resolved yet (glean: ARP/ND), and ECMP (a load-balance:
+/// the lookup node hashes the outer flow to a bucket) — so those packets take the lookup
+/// arc. `last` is the adjacency last found a Rewrite one in this frame (its kind is not
+/// read again).
+#[inline(always)]
+fn stacked(u: &Underlay, fib: u32, dst: u128, last: &mut u32) -> Option<u32> {
+    use sluice_fib::adj::AdjKind;
+    let (r, adj) = match u {
+        Underlay::V4(s) => (s.lookup(fib, dst as u32)?, &s.adj),
+        Underlay::V6(s) => (s.lookup(fib, dst)?, &s.adj),
+    };
+    if r == *last {
+        return Some(r);
+    }
+    if r >= sluice_vnet::ip4::LB_FLAG || adj.kind(r) != AdjKind::Rewrite {
+        return None;
+    }
+    *last = r;
+    Some(r)
+}
+
+/// The destination of a tunnel's rewrite (its outer IP header's; IPv4 in the low 32 bits).
+#[inline(always)]
+fn rewrite_dst(rw: &[u8; MAX_REWRITE], ip6: bool) -> u128 {
+    match ip6 {
+        false => rw
+            .get(16..20)
+            .map_or(0, |d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as u128),
+        true => rw.get(24..40).map_or(0, |d| {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(d);
+            u128::from_be_bytes(a)
+        }),
+    }
+}
+
+/// Per frame: the tunnel whose packet was last stacked and its adjacency (None: the
+/// lookup arc), and the last Rewrite adjacency [`stacked`] found. Reset every frame, as
+/// `ip4-lookup` forgets its last adjacency: a route or neighbour change shows from the
+/// next frame on.
+struct StackMemo {
+    sw: u32,
+    adj: Option<u32>,
+    last_rewrite: u32,
+}
+
+impl StackMemo {
+    const NEW: StackMemo = StackMemo {
+        sw: u32::MAX,
+        adj: None,
+        last_rewrite: u32::MAX,
+    };
 }
 
 /// How many packets ahead [`Encap`] prefetches a packet's tunnel entry (its buffer header
@@ -337,12 +425,13 @@ impl sluice_graph::NodeFn for Encap {
         for i in 0..ENCAP_AHEAD.min(n) {
             fetch(&self.table, i);
         }
+        let mut memo = StackMemo::NEW;
         for (i, (next, &bi)) in nexts[..n].iter_mut().zip(frame).enumerate() {
             addrs.prefetch(i + 2 * ENCAP_AHEAD, true);
             fetch(&self.table, i + ENCAP_AHEAD);
             // SAFETY: as above; the view of packet `i` lives for this iteration only.
             let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-            *next = self.process_one(cx, &mut b).0;
+            *next = self.process_one(cx, &mut b, &mut memo).0;
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
         cx.put_frame_scratch(s);
@@ -394,9 +483,10 @@ fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
 impl Encap {
     /// Encapsulates packet `b` for its tunnel (`tx_if`): its next arc.
     #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>, memo: &mut StackMemo) -> Next {
         use EncapCounter as c;
-        let Some(e) = self.table.get(b.hdr.tx_if) else {
+        let sw = b.hdr.tx_if;
+        let Some(e) = self.table.get(sw) else {
             b.hdr.error = cx.error(c::NoTunnel);
             return EncapNext::Drop.into();
         };
@@ -422,7 +512,20 @@ impl Encap {
         let chained = b.chain_rest_len() != 0;
         let rl = e.len as usize;
         let total = b.total_len() + rl;
-        let (ip6, kind, fib, ip4_sum, adj) = (e.ip6, e.kind, e.fib_index, e.ip4_sum, e.adj);
+        let (ip6, kind, fib, ip4_sum, mut adj) = (e.ip6, e.kind, e.fib_index, e.ip4_sum, e.adj);
+        if adj.is_none() {
+            // Stacked on the underlay's adjacency for the tunnel's destination, looked up
+            // once per run of packets to one tunnel in a frame.
+            if sw != memo.sw {
+                let dst = rewrite_dst(&e.rewrite, ip6);
+                memo.sw = sw;
+                memo.adj = match &self.underlay {
+                    Some(u) => stacked(u, fib, dst, &mut memo.last_rewrite),
+                    None => None,
+                };
+            }
+            adj = memo.adj;
+        }
         if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu { .. }) && chained {
             b.hdr.error = cx.error(c::ChainedIp6);
             return EncapNext::Drop.into();
@@ -2067,9 +2170,13 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         .map(|s| (reg.table(), s));
     let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let r = refused.clone();
+    let underlay = Underlay::of(vm, ip6);
     vm.foreach_thread(move |tg| {
         if let Some(n) = tg.node_mut::<Encap>(encap) {
             n.table.set(sw.0, Some(entry));
+            if n.underlay.is_none() {
+                n.underlay = underlay.clone();
+            }
         }
         let th = tg.thread();
         if let Some(tbl) = table_of(tg, decap) {

@@ -428,3 +428,265 @@ fn direct_decap_clears_the_bvi_and_local_flags() {
     }
     t.assert_no_leaks();
 }
+
+/// The encap stacked on the underlay's adjacency follows the underlay without any
+/// tunnel reconfiguration: a new next hop for the tunnel's destination, ECMP (the lookup
+/// path, which hashes the flow), the route deleted (the lookup path, counted `no_route`
+/// there, not a stale adjacency), and a neighbour resolving on a connected destination
+/// (glean through `ip4-lookup`/`ip6-lookup` until it resolves, then stacked), and a frame
+/// alternating a stacked tunnel and a gleaning one (the resolution is per run of packets
+/// to one tunnel). A stacked packet crosses the lookup node once (the inner packet), one
+/// on the lookup path twice.
+#[test]
+fn ipip_encap_follows_the_underlay_route() {
+    for v6 in [false, true] {
+        let (mut vm, t) = routed();
+        let (lk, nh2, nh3, far, near) = if v6 {
+            (
+                "ip6-lookup",
+                "2001:db8::2",
+                "2001:db8::3",
+                "2001:db8:9::9",
+                "2001:db8::7",
+            )
+        } else {
+            (
+                "ip4-lookup",
+                "10.0.0.2",
+                "10.0.0.3",
+                "192.0.2.9",
+                "10.0.0.7",
+            )
+        };
+        let (l, plen) = if v6 {
+            ("2001:db8::1", 128)
+        } else {
+            ("10.0.0.1", 32)
+        };
+        let mac3 = [0x02, 0, 0, 0, 0, 0x03];
+        let mac7 = [0x02, 0, 0, 0, 0, 0x07];
+        clis(
+            &mut vm,
+            &t,
+            &[
+                format!("ip neighbor pg0 {nh3} 02:00:00:00:00:03 static"),
+                format!("create ipip tunnel src {l} dst {far}"),
+                format!("create ipip tunnel src {l} dst {near} instance 1"),
+                "set interface state ipip0 up".into(),
+                "set interface state ipip1 up".into(),
+                "ip route add 198.51.100.0/24 via ipip0".into(),
+                "ip route add 198.51.101.0/24 via ipip1".into(),
+                format!("ip route add {far}/{plen} via {nh2} pg0"),
+            ],
+        );
+        let pg1 = mac_of(&vm, "pg1");
+        let frames = |nets: &[u8]| -> Vec<Vec<u8>> {
+            nets.iter()
+                .enumerate()
+                .map(|(i, &net)| {
+                    let mut f = eth(pg1, HOST_MAC, 0x0800);
+                    f.extend(udp4([172, 16, 0, 2], [198, 51, net, 7 + i as u8], 64));
+                    f
+                })
+                .collect()
+        };
+        let far_b: Vec<u8> = match far.parse::<std::net::IpAddr>().unwrap() {
+            std::net::IpAddr::V4(a) => a.octets().to_vec(),
+            std::net::IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        // The outer destination's place in the frame.
+        let dst_at = if v6 {
+            14 + 24..14 + 40
+        } else {
+            14 + 16..14 + 20
+        };
+        // An encapsulated data frame (outer protocol 4: the inner packets are IPv4), not
+        // the ARP/ND a glean sends.
+        let data = |o: &Vec<u8>| match (v6, o[12..14] == [0x86, 0xdd], o[12..14] == [8, 0]) {
+            (true, true, _) => o[14 + 6] == 4,
+            (false, _, true) => o[14 + 9] == 4,
+            _ => false,
+        };
+        let mut lookups = 0;
+        // Sends a frame of packets to 198.51.`net`.x, captures up to 8 frames on pg0 (so
+        // a "nothing sent" check can fail) and returns the data frames among them and the
+        // lookup node's new vectors.
+        let mut send = |vm: &mut sluice_graph::Vlib, nets: &[u8]| {
+            let fs = frames(nets);
+            let out: Vec<Vec<u8>> = run(vm, &t, "pg1", "pg0", &fs, 8)
+                .into_iter()
+                .filter(data)
+                .collect();
+            let l = vectors(vm, lk) - lookups;
+            lookups += l;
+            (out, l)
+        };
+        const NET0: &[u8] = &[100; 4];
+        const NET1: &[u8] = &[101; 4];
+        // Via .2: stacked. The inner packets are IPv4: over an IPv4 underlay
+        // `ip4-lookup` sees them once (and the outer ones not at all), over IPv6
+        // `ip6-lookup` sees nothing.
+        let (out, l) = send(&mut vm, NET0);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        for o in &out {
+            assert_eq!(o[..6], PEER_MAC, "v6 {v6}");
+            assert_eq!(o[dst_at.clone()], far_b[..], "v6 {v6}");
+        }
+        let inner_lookups = if v6 { 0 } else { 4 };
+        assert_eq!(
+            l, inner_lookups,
+            "v6 {v6}: the stacked packets skip the lookup"
+        );
+        // A new next hop (.3): the packets follow it, still stacked.
+        clis(
+            &mut vm,
+            &t,
+            &[
+                format!("ip route del {far}/{plen} via {nh2} pg0"),
+                format!("ip route add {far}/{plen} via {nh3} pg0"),
+            ],
+        );
+        let (out, l) = send(&mut vm, NET0);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] == mac3), "v6 {v6}: follows .3");
+        assert_eq!(l, inner_lookups, "v6 {v6}");
+        // One frame alternating ipip0 (stacked on .3) and ipip1 (its neighbour unknown:
+        // glean): each run resolved for its own tunnel, only ipip0's packets sent, to
+        // .3; ipip1's take the lookup arc (two more lookups over the inner ones).
+        let (out, l) = send(&mut vm, &[100, 101, 100, 101]);
+        assert_eq!(out.len(), 2, "v6 {v6}");
+        for o in &out {
+            assert_eq!(o[..6], mac3, "v6 {v6}");
+            assert_eq!(o[dst_at.clone()], far_b[..], "v6 {v6}");
+        }
+        assert_eq!(
+            l,
+            inner_lookups + 2,
+            "v6 {v6}: ipip1's packets only take the lookup arc"
+        );
+        // ECMP over .2 and .3: the lookup path (one more lookup per packet), both MACs
+        // possible, every packet out.
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip route add {far}/{plen} via {nh2} pg0"),
+        );
+        let (out, l) = send(&mut vm, NET0);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] == mac3 || o[..6] == PEER_MAC));
+        assert_eq!(l, inner_lookups + 4, "v6 {v6}: ECMP takes the lookup arc");
+        // The route deleted: dropped as no_route by the lookup node, nothing sent.
+        clis(
+            &mut vm,
+            &t,
+            &[
+                format!("ip route del {far}/{plen} via {nh2} pg0"),
+                format!("ip route del {far}/{plen} via {nh3} pg0"),
+            ],
+        );
+        let before = counter(&vm, lk, "no_route");
+        let (out, _) = send(&mut vm, NET0);
+        assert!(out.is_empty(), "v6 {v6}");
+        assert_eq!(counter(&vm, lk, "no_route") - before, 4, "v6 {v6}");
+        // A connected destination without a neighbour: the lookup path (glean), nothing
+        // of it sent as data; once the neighbour is known, stacked on its adjacency.
+        let (out, l) = send(&mut vm, NET1);
+        assert!(
+            out.is_empty(),
+            "v6 {v6}: no data sent before the neighbour resolves"
+        );
+        assert_eq!(l, inner_lookups + 4, "v6 {v6}: glean through the lookup");
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip neighbor pg0 {near} 02:00:00:00:00:07 static"),
+        );
+        let (out, l) = send(&mut vm, NET1);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] == mac7), "v6 {v6}");
+        assert_eq!(l, inner_lookups, "v6 {v6}");
+        assert_eq!(in_use(&vm), 0, "v6 {v6}");
+    }
+}
+
+/// A tunnel whose underlay is table 7 stacks on table 7's route for its destination, not
+/// table 0's: two tunnels to one destination, ipip0 in table 7 (via .3) and ipip1 in table
+/// 0 (via .2), alternating in one frame, each out to its own next hop's MAC; with table 7's
+/// route deleted, ipip0's packets take the lookup arc and are dropped there as `no_route`
+/// (table 0's route is not followed) while ipip1's still go out stacked.
+#[test]
+fn ipip_encap_stacks_in_its_underlay_table() {
+    for v6 in [false, true] {
+        let (mut vm, t) = routed();
+        let (lk, nh2, nh3, far, plen) = if v6 {
+            (
+                "ip6-lookup",
+                "2001:db8::2",
+                "2001:db8::3",
+                "2001:db8:9::9",
+                128,
+            )
+        } else {
+            ("ip4-lookup", "10.0.0.2", "10.0.0.3", "192.0.2.9", 32)
+        };
+        let (l, _) = underlay(v6);
+        let mac3 = [0x02, 0, 0, 0, 0, 0x03];
+        clis(
+            &mut vm,
+            &t,
+            &[
+                "ip table add 7".into(),
+                "ip6 table add 7".into(),
+                format!("ip neighbor pg0 {nh3} 02:00:00:00:00:03 static"),
+                format!("ip route add {far}/{plen} via {nh2} pg0"),
+                format!("ip route add table 7 {far}/{plen} via {nh3} pg0"),
+                format!("create ipip tunnel src {l} dst {far} table-id 7"),
+                format!("create ipip tunnel src {l} dst {far} instance 1"),
+                "set interface state ipip0 up".into(),
+                "set interface state ipip1 up".into(),
+                "ip route add 198.51.100.0/24 via ipip0".into(),
+                "ip route add 198.51.101.0/24 via ipip1".into(),
+            ],
+        );
+        let pg1 = mac_of(&vm, "pg1");
+        let nets = [100u8, 101, 100, 101];
+        let fs: Vec<Vec<u8>> = nets
+            .iter()
+            .enumerate()
+            .map(|(i, &net)| {
+                let mut f = eth(pg1, HOST_MAC, 0x0800);
+                f.extend(udp4([172, 16, 0, 2], [198, 51, net, 7 + i as u8], 64));
+                f
+            })
+            .collect();
+        // The inner packets' IPv4 lookups (none in ip6-lookup over an IPv6 underlay).
+        let inner = if v6 { 0 } else { 4 };
+        // The inner destination's last byte: 7 + the packet's index in the frame.
+        let idx = |o: &[u8]| (o[o.len() - 12 - 1] - 7) as usize;
+        let l0 = vectors(&vm, lk);
+        let out = run(&mut vm, &t, "pg1", "pg0", &fs, 8);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        for o in &out {
+            let want = if nets[idx(o)] == 100 { mac3 } else { PEER_MAC };
+            assert_eq!(o[..6], want, "v6 {v6}: packet {}", idx(o));
+        }
+        assert_eq!(vectors(&vm, lk) - l0, inner, "v6 {v6}: both stacked");
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip route del table 7 {far}/{plen} via {nh3} pg0"),
+        );
+        let (l0, nr0) = (vectors(&vm, lk), counter(&vm, lk, "no_route"));
+        let out = run(&mut vm, &t, "pg1", "pg0", &fs, 8);
+        assert_eq!(out.len(), 2, "v6 {v6}: ipip1's only");
+        for o in &out {
+            assert_eq!((nets[idx(o)], &o[..6]), (101, &PEER_MAC[..]), "v6 {v6}");
+        }
+        // Over IPv6 the ICMPv6 errors `ip6-lookup` asks for (to the tunnel's source) find
+        // no route in table 7 either: two more lookups, two more `no_route`.
+        let icmp = if v6 { 2 } else { 0 };
+        assert_eq!(counter(&vm, lk, "no_route") - nr0, 2 + icmp, "v6 {v6}");
+        assert_eq!(vectors(&vm, lk) - l0, inner + 2 + icmp, "v6 {v6}");
+        assert_eq!(in_use(&vm), 0, "v6 {v6}");
+    }
+}

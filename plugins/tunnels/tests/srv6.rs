@@ -85,7 +85,11 @@ fn srv6_encap_steered_by_route() {
     f4.extend_from_slice(&in4);
     let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
     f6.extend_from_slice(&in6);
+    let l6 = vectors(&vm, "ip6-lookup");
     let got = run(&mut vm, &t, "pg1", "pg0", &[f4, f6], 2);
+    // The encapsulated packets are stacked on the first SID's adjacency: `ip6-lookup`
+    // sees the inner IPv6 packet only, not the two outer ones.
+    assert_eq!(vectors(&vm, "ip6-lookup") - l6, 1, "stacked");
     let segs = [a6("2001:db8:ff::2"), a6("2001:db8:ff::1")];
     let mut want = Vec::new();
     for (inner, nh) in [(ttl_minus_one(&in4), 4u8), (in6.clone(), 41)] {
@@ -142,7 +146,7 @@ fn srv6_encap_steered_by_route() {
     cli(&mut vm, &t, "sr policy del bsid fc00::99");
     let mut f4 = eth(pg1, HOST_MAC, 0x0800);
     f4.extend_from_slice(&in4);
-    assert!(run(&mut vm, &t, "pg1", "pg0", &[f4], 0).is_empty());
+    assert!(run(&mut vm, &t, "pg1", "pg0", &[f4], 1).is_empty());
     assert!(cli(&mut vm, &t, "show sr policies").lines().count() == 1);
     assert_eq!(in_use(&vm), 0);
 }

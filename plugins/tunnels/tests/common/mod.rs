@@ -112,7 +112,9 @@ pub fn if_counter(vm: &Vlib, name: &str, c: usize) -> u64 {
     ifs.get(ifs.find(name).unwrap()).unwrap().counters.total(c)
 }
 
-/// Sends `frames` into `rx` and returns what `tx` sent.
+/// Sends `frames` into `rx` and returns what `tx` sent (up to `expect` frames: with
+/// `expect` 0 nothing is captured, so an emptiness check on the result cannot fail — to
+/// check that nothing is sent, capture with a count above 0).
 pub fn run(
     vm: &mut Vlib,
     t: &CommandTree<Vlib>,
