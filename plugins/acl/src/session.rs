@@ -370,11 +370,25 @@ impl TcpWindow {
     }
 }
 
-/// A session.
+/// A session. Laid out for the hit path ([`Table::at4`], [`Session::touch`]): a record is
+/// one 64-byte line-aligned block of three lines, the first holding everything a UDP hit
+/// reads and writes (`pk`, `last`, `pkts`, `proto`, `out`, `init_lo`, `tcp`), the TCP
+/// window running on into the second; the full key, read only off the hit path (a wide
+/// key's lookup, `show`, freeing), last.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct Session {
-    /// Its key.
-    pub key: SessKey,
+    /// The key's [`SessKey::packed`] form, set by [`Table::create`] (`[0, 1 << 23]`, which
+    /// no narrow key has, for a wide one; [`FREE`] in a free slot): what
+    /// [`Table::lookup4`] compares.
+    pub pk: [u64; 2],
+    /// Last packet.
+    pub last: f64,
+    /// Packets from the initiator, from the responder.
+    pub pkts: [u64; 2],
+    /// `key.proto` (set by [`Session::new`] and [`Table::create`]), beside what the hit
+    /// path reads.
+    proto: u8,
     /// Created by an output ACL.
     pub out: bool,
     /// The initiator is the key's `lo` end.
@@ -383,28 +397,59 @@ pub struct Session {
     pub tcp: u8,
     /// Created (seconds, runtime clock).
     pub created: f64,
-    /// Last packet.
-    pub last: f64,
-    /// Packets from the initiator, from the responder.
-    pub pkts: [u64; 2],
     /// TCP window tracking.
     pub win: TcpWindow,
-    /// The key's [`SessKey::packed`] form, set by [`Table::create`] (`[0, 1 << 23]`, which
-    /// no narrow key has, for a wide one): what [`Table::lookup4`] compares.
-    pub pk: [u64; 2],
+    /// Its key.
+    pub key: SessKey,
 }
 
+/// [`Session::pk`] of a free slot: no key's (a narrow key's second word has bit 23 clear,
+/// a wide key's `pk` is `[0, 1 << 23]`), so a lookup's comparison of `pk` is also its test
+/// that the slot is live (an `Option<Session>`'s tag, wherever the compiler puts it, could
+/// be on another line: it was, in the key).
+const FREE: [u64; 2] = [u64::MAX; 2];
+
+/// Three lines a record; the hit path's fields in the first (the TCP window from byte 56).
+const _: () = {
+    assert!(std::mem::size_of::<Session>() == 192);
+    assert!(std::mem::offset_of!(Session, tcp) < 64);
+    assert!(std::mem::offset_of!(Session, win) + std::mem::size_of::<TcpWindow>() <= 128);
+};
+
 impl Session {
+    /// A new session of `key` (created by an output ACL: `out`; its initiator the key's
+    /// `lo` end: `init_lo`) at `now`, no packet counted yet.
+    pub fn new(key: SessKey, out: bool, init_lo: bool, now: f64) -> Session {
+        Session {
+            pk: key.packed().unwrap_or([0, 1 << 23]),
+            last: now,
+            pkts: [0; 2],
+            proto: key.proto,
+            out,
+            init_lo,
+            tcp: 0,
+            created: now,
+            win: TcpWindow::default(),
+            key,
+        }
+    }
+
+    /// Whether the slot holds a session (its `pk` is not [`FREE`]).
+    #[inline(always)]
+    fn is_live(&self) -> bool {
+        self.pk != FREE
+    }
+
     /// Whether TCP reached established (both SYNs, no FIN/RST).
     pub fn established(&self) -> bool {
-        self.key.proto != 6
+        self.proto != 6
             || (self.tcp & (tcp::SYN_INIT | tcp::SYN_RESP) == tcp::SYN_INIT | tcp::SYN_RESP
                 && self.tcp & (tcp::FIN | tcp::RST) == 0)
     }
 
     /// The idle timeout that applies now.
     pub fn timeout(&self, t: &Timeouts) -> u32 {
-        match self.key.proto {
+        match self.proto {
             6 if self.established() => t.tcp_idle,
             6 => t.tcp_transient,
             _ => t.udp_idle,
@@ -419,7 +464,7 @@ impl Session {
 
     /// A state name for `show`.
     pub fn state(&self) -> &'static str {
-        if self.key.proto != 6 {
+        if self.proto != 6 {
             "active"
         } else if self.tcp & tcp::RST != 0 {
             "reset"
@@ -451,7 +496,7 @@ impl Session {
     pub fn touch(&mut self, from_init: bool, flags: u8, now: f64) {
         self.last = now;
         self.pkts[!from_init as usize] += 1;
-        if self.key.proto == 6 {
+        if self.proto == 6 {
             if flags & TCP_SYN != 0 {
                 self.tcp |= if from_init {
                     tcp::SYN_INIT
@@ -496,7 +541,8 @@ pub struct Table {
     hasher: FoldedKeyHash,
     /// The bihash's grace periods: nobody reads it concurrently (see the module doc).
     epochs: Epochs,
-    slots: Vec<Option<Session>>,
+    /// Sessions by slot; a free one's `pk` is [`FREE`].
+    slots: Vec<Session>,
     free: Vec<u32>,
     /// The limit.
     pub max: usize,
@@ -603,18 +649,15 @@ impl Table {
     }
 
     /// Hints the CPU to fetch the session record in slot `i` (a [`Table::find`] result)
-    /// ahead of its [`Table::at4`]: the lines of its first and its last byte. The record
-    /// (`Option<Session>`, some 176 bytes) spans 3 or 4 lines and Rust orders its fields,
-    /// so these need not be all the lines a hit reads and writes (`pk`, `last`, `pkts`,
-    /// `key.proto`, `out`, `init_lo`, `tcp`): a middle line may still miss.
+    /// ahead of its [`Table::at4`]: its first line, all a UDP hit touches ([`Session`]'s
+    /// layout), and for a TCP packet (`tcp`) the second, where the window ends.
     #[inline(always)]
-    pub fn prefetch_slot(&self, i: u32) {
+    pub fn prefetch_slot(&self, i: u32, tcp: bool) {
         let p = self.slots.as_ptr().wrapping_add(i as usize);
         sluice_infra::prefetch(p);
-        sluice_infra::prefetch(
-            p.cast::<u8>()
-                .wrapping_add(std::mem::size_of::<Option<Session>>() - 1),
-        );
+        if tcp {
+            sluice_infra::prefetch(p.cast::<u8>().wrapping_add(64));
+        }
     }
 
     /// Sessions created and freed so far (wrapping).
@@ -643,7 +686,8 @@ impl Table {
         t: &Timeouts,
     ) -> Option<&mut Session> {
         let i = i?;
-        let s = self.slots.get(i as usize)?.as_ref()?;
+        // A free slot's `FREE` is no narrow key's `pk`: no liveness test of its own.
+        let s = self.slots.get(i as usize)?;
         if s.pk != pk {
             return None;
         }
@@ -652,7 +696,7 @@ impl Table {
             self.stats.expired += 1;
             return None;
         }
-        self.slots[i as usize].as_mut()
+        self.slots.get_mut(i as usize)
     }
 
     /// The live session of `k` (an expired one is freed and not returned).
@@ -660,8 +704,8 @@ impl Table {
     pub fn lookup(&mut self, k: &SessKey, now: f64, t: &Timeouts) -> Option<&mut Session> {
         // The read side's lookup is inlined here (the writer's `get` is a call).
         let i = self.keys.table().lookup(self.digest(k))? as u32;
-        let s = self.slots.get(i as usize)?.as_ref()?;
-        if s.key != *k {
+        let s = self.slots.get(i as usize)?;
+        if !s.is_live() || s.key != *k {
             return None;
         }
         if s.expired(now, t) {
@@ -669,12 +713,13 @@ impl Table {
             self.stats.expired += 1;
             return None;
         }
-        self.slots[i as usize].as_mut()
+        self.slots.get_mut(i as usize)
     }
 
     /// Adds a session (its key has none: the caller looked it up).
     pub fn create(&mut self, mut s: Session) -> Result<&mut Session, CreateError> {
         s.pk = s.key.packed().unwrap_or([0, 1 << 23]);
+        s.proto = s.key.proto;
         if self.len() >= self.max {
             return Err(CreateError::Full);
         }
@@ -689,22 +734,23 @@ impl Table {
         if self.keys.insert(&self.epochs, d, i as u64).is_err() {
             return Err(CreateError::Full);
         }
-        if self.free.pop().is_none() {
-            self.slots.push(None);
+        match self.free.pop() {
+            Some(_) => self.slots[i as usize] = s,
+            None => self.slots.push(s),
         }
         self.stats.created += 1;
         self.changes = self.changes.wrapping_add(1);
-        let slot = &mut self.slots[i as usize];
-        *slot = Some(s);
-        Ok(slot.as_mut().expect("just set"))
+        Ok(&mut self.slots[i as usize])
     }
 
     /// Frees slot `i`. It moves [`Table::changes`] although a free leaves every other
     /// digest's answer as it was: deliberately conservative (a look-ahead answer is taken
     /// again rather than reasoned about).
     fn free_slot(&mut self, i: u32) {
-        if let Some(s) = self.slots[i as usize].take() {
+        let s = &self.slots[i as usize];
+        if s.is_live() {
             let d = self.digest(&s.key);
+            self.slots[i as usize].pk = FREE;
             self.keys.remove(&self.epochs, d);
             self.free.push(i);
             self.changes = self.changes.wrapping_add(1);
@@ -725,7 +771,8 @@ impl Table {
             }
             let i = self.scan;
             self.scan += 1;
-            if self.slots[i].as_ref().is_some_and(|s| s.expired(now, t)) {
+            let s = &self.slots[i];
+            if s.is_live() && s.expired(now, t) {
                 self.free_slot(i as u32);
                 freed += 1;
             }
@@ -738,7 +785,8 @@ impl Table {
     pub fn remove_if(&mut self, mut f: impl FnMut(&Session) -> bool) -> usize {
         let mut n = 0;
         for i in 0..self.slots.len() {
-            if self.slots[i].as_ref().is_some_and(&mut f) {
+            let s = &self.slots[i];
+            if s.is_live() && f(s) {
                 self.free_slot(i as u32);
                 n += 1;
             }
@@ -749,7 +797,7 @@ impl Table {
 
     /// The live sessions.
     pub fn iter(&self) -> impl Iterator<Item = &Session> {
-        self.slots.iter().flatten()
+        self.slots.iter().filter(|s| s.is_live())
     }
 }
 
@@ -759,17 +807,7 @@ mod tests {
 
     fn sess(now: f64, proto: u8) -> Session {
         let (key, lo) = SessKey::of(1, false, proto, (10, 1000), (20, 80));
-        Session {
-            key,
-            out: true,
-            init_lo: lo,
-            tcp: 0,
-            created: now,
-            last: now,
-            pkts: [0; 2],
-            win: TcpWindow::default(),
-            pk: [0; 2],
-        }
+        Session::new(key, true, lo, now)
     }
 
     fn seg(seq: u32, ack: u32, flags: u8, len: u32, win: u16, wscale: Option<u8>) -> TcpSeg {
