@@ -110,6 +110,9 @@ enum Kind {
 pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let dir = std::env::temp_dir().join(format!("sluice-bench-acl-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
+    // Removed however the function ends: a case's checks panic (unwinding) on a wrong path.
+    let _rm = RemoveDir(dir.clone());
+    let dir = &_rm.0;
     // `flows` UDP flows from 10.0.0.16 to 20.0.x.x, one frame each, written once per count.
     let flows_pcap = |flows: usize| {
         let mut r = Rng(7);
@@ -156,7 +159,10 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .iter()
         .map(|&n| (n.to_string(), n, Kind::Stateless, FLOWS))
         .collect();
-    cases.push(("stateful".into(), 1, Kind::Stateful, FLOWS));
+    // SLUICE_BENCH_ACL_FLOWS: the `stateful` case's flow count (the look-ahead's threshold
+    // measured between 4k and 100k sessions).
+    let stateful_flows = crate::env_usize("SLUICE_BENCH_ACL_FLOWS").unwrap_or(FLOWS);
+    cases.push(("stateful".into(), 1, Kind::Stateful, stateful_flows));
     cases.extend(
         sizes
             .iter()
@@ -207,6 +213,13 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         }
         cli(&mut vm, &t, &format!("set acl-plugin acl {text}"));
         cli(&mut vm, &t, "set acl-plugin interface pg0 input acl 0");
+        // SLUICE_BENCH_ACL_PIPE_MIN: the session count from which the IPv4 nodes look
+        // sessions up ahead (`Table::pipe_min`; 0 always, a huge number never).
+        if let Some(m) = crate::env_usize("SLUICE_BENCH_ACL_PIPE_MIN") {
+            for th in vm.ext_mut::<sluice_acl::AclMain>().shared.threads() {
+                th.lock().expect("ACL thread").sessions.pipe_min = m;
+            }
+        }
         let shown = cli(&mut vm, &t, "show acl-plugin acl index 0");
         assert!(
             shown.contains(&format!("count {n} ")),
@@ -290,7 +303,15 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         ));
     }
     out.push('\n');
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Removes its directory when dropped.
+struct RemoveDir(std::path::PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// `crate::replay_path` for a case whose every packet is dropped: the runs end when
