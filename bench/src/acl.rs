@@ -13,6 +13,9 @@
 //! `--only`): the denial path of a stateful interface, 10k rules ending in a TCP-only
 //! `permit+reflect` rule, UDP traffic: every packet misses the session table, meets the
 //! rules, matches none and is dropped (`no_match`); its path ends at `error-drop`.
+//! `SLUICE_BENCH_ACL_FLOWS=<n>` sets the `stateful` case's flow count and
+//! `SLUICE_BENCH_ACL_PIPE_MIN=<n>` the session count from which the nodes look sessions up
+//! ahead (0: always; docs/acl.md measures the threshold with the two).
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
