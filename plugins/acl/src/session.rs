@@ -407,7 +407,7 @@ pub struct Session {
 /// a wide key's `pk` is `[0, 1 << 23]`), so a lookup's comparison of `pk` is also its test
 /// that the slot is live (an `Option<Session>`'s tag, wherever the compiler puts it, could
 /// be on another line: it was, in the key).
-const FREE: [u64; 2] = [u64::MAX; 2];
+pub const FREE: [u64; 2] = [u64::MAX; 2];
 
 /// Three lines a record; the hit path's fields in the first (the TCP window from byte 56).
 const _: () = {
