@@ -581,10 +581,10 @@ const AHEAD: usize = 2;
 
 /// How many packets ahead the IPv4 nodes prefetch the session table's bucket of a
 /// stateful interface's packet ([`Pre`]).
-const BUCKET_AHEAD: usize = 8;
+const BUCKET_AHEAD: usize = 16;
 
 /// How many packets ahead they look the slot up in that bucket and prefetch the session.
-const SESSION_AHEAD: usize = 4;
+const SESSION_AHEAD: usize = 8;
 
 /// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
 /// the run of packets the same rule of the current list matched, whose hit count is added
