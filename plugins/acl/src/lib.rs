@@ -1478,7 +1478,7 @@ fn sync(vm: &mut Vlib, reset: &[u32]) -> VnetResult {
             h.resize(acl.rules.len(), 0);
         }
         if !gone.is_empty() {
-            t.sessions.remove_if(|s| gone.contains(&s.key.sw_if));
+            t.sessions.remove_if(|s| gone.contains(&s.key().sw_if));
         }
     }
     let want: BTreeSet<(u32, bool)> = m
@@ -1934,7 +1934,7 @@ fn cli_show_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             st.deleted
         );
         for s in th.sessions.iter() {
-            let k = &s.key;
+            let k = s.key();
             let (i_end, r_end) = if s.init_lo {
                 (k.lo, k.hi)
             } else {

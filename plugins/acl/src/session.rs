@@ -174,6 +174,9 @@ impl Packed4 {
     /// The key of `src:sport -> dst:dport` of protocol `proto` on `sw_if` (< 2^23).
     #[inline(always)]
     pub fn of(sw_if: u32, proto: u8, src: u32, sport: u16, dst: u32, dport: u16) -> Packed4 {
+        // Bit 23 and up clear: what keeps a packed key from ever being `FREE` (or a wide
+        // key's `pk`); the callers route wider interfaces to the `SessKey` path.
+        debug_assert!(sw_if >> 23 == 0);
         // `(address, port)` ordered as one 48-bit number: `SessKey::of`'s tuple order.
         let x = (src as u64) << 16 | sport as u64;
         let y = (dst as u64) << 16 | dport as u64;
@@ -380,8 +383,9 @@ impl TcpWindow {
 pub struct Session {
     /// The key's [`SessKey::packed`] form, set by [`Table::create`] (`[0, 1 << 23]`, which
     /// no narrow key has, for a wide one; [`FREE`] in a free slot): what
-    /// [`Table::lookup4`] compares.
-    pub pk: [u64; 2],
+    /// [`Table::lookup4`] compares. Private, as `key` is: it also says the slot is in use,
+    /// and a holder of `&mut Session` that changed either would leak the slot.
+    pk: [u64; 2],
     /// Last packet.
     pub last: f64,
     /// Packets from the initiator, from the responder.
@@ -399,8 +403,8 @@ pub struct Session {
     pub created: f64,
     /// TCP window tracking.
     pub win: TcpWindow,
-    /// Its key.
-    pub key: SessKey,
+    /// Its key ([`Session::key`]).
+    key: SessKey,
 }
 
 /// [`Session::pk`] of a free slot: no key's (a narrow key's second word has bit 23 clear,
@@ -432,6 +436,19 @@ impl Session {
             win: TcpWindow::default(),
             key,
         }
+    }
+
+    /// Its key.
+    #[inline(always)]
+    pub fn key(&self) -> &SessKey {
+        &self.key
+    }
+
+    /// [`SessKey::packed`] of its key (`[0, 1 << 23]` for a wide one; [`FREE`] only in a
+    /// free slot, which [`Table::iter`] and lookups never give).
+    #[inline(always)]
+    pub fn pk(&self) -> [u64; 2] {
+        self.pk
     }
 
     /// Whether the slot holds a session (its `pk` is not [`FREE`]).
@@ -678,13 +695,15 @@ impl Table {
     /// with [`Table::changes`] unchanged since: the live session there if its key is `pk`
     /// (an expired one is freed and not returned).
     #[inline(always)]
-    pub fn at4(
+    pub(crate) fn at4(
         &mut self,
         i: Option<u32>,
         pk: [u64; 2],
         now: f64,
         t: &Timeouts,
     ) -> Option<&mut Session> {
+        // A packet's key (a `Packed4`'s, interface below 2^23) is never `FREE`.
+        debug_assert!(pk != FREE);
         let i = i?;
         // A free slot's `FREE` is no narrow key's `pk`: no liveness test of its own.
         let s = self.slots.get(i as usize)?;
@@ -1059,6 +1078,50 @@ mod tests {
         assert!(tb.is_empty());
         assert!(keys.iter().all(|k| tb.lookup(&k.0, 1e9, &t).is_none()));
         assert_eq!(tb.stats.expired, tb.stats.created);
+    }
+
+    /// A freed slot is marked by its `pk` alone ([`FREE`]): it is out of `iter`, no lookup
+    /// (packed from a kept slot number, or by the key) finds its old key, the sessions
+    /// `remove_if` frees are not freed again, and a reused slot is found.
+    #[test]
+    fn a_free_slot_is_marked_by_pk() {
+        let t = Timeouts::default();
+        let mut tb = Table::new(10);
+        let tuple = |port: u16| SessKey::of(7, false, 17, (0x0a00_0001, port), (0x1400_0001, 53));
+        let mk = |port: u16| {
+            let (key, lo) = tuple(port);
+            let mut s = sess(0.0, 17);
+            s.key = key;
+            s.init_lo = lo;
+            s
+        };
+        tb.create(mk(4000)).unwrap();
+        tb.create(mk(4001)).unwrap();
+        let old = tuple(4000).0;
+        let old_pk = old.packed().unwrap();
+        let old_i = tb.find(tb.digest4(old_pk));
+        assert!(old_i.is_some());
+        assert_eq!(tb.remove_if(|s| s.key().lo.1 == 4000), 1);
+        assert_eq!(tb.slots[old_i.unwrap() as usize].pk(), FREE);
+        assert_eq!(tb.iter().count(), 1);
+        assert_eq!(tb.iter().next().map(|s| s.key().lo.1), Some(4001));
+        // The slot number a look-ahead kept finds nothing there now.
+        assert!(tb.at4(old_i, old_pk, 1.0, &t).is_none());
+        assert!(tb.lookup4(old_pk, 1.0, &t).is_none());
+        assert!(tb.lookup(&old, 1.0, &t).is_none());
+        // Clearing frees the live one; a second clear finds nothing to free.
+        assert_eq!(tb.remove_if(|_| true), 1);
+        assert_eq!(tb.remove_if(|_| true), 0);
+        assert_eq!((tb.len(), tb.iter().count(), tb.stats.deleted), (0, 0, 2));
+        // A new session reuses a slot and is found both ways.
+        let new = tuple(4002).0;
+        tb.create(mk(4002)).unwrap();
+        assert_eq!(tb.slots.len(), 2, "a slot is reused");
+        let i = tb.find(tb.digest4(new.packed().unwrap()));
+        let found = tb.at4(i, new.packed().unwrap(), 1.0, &t).map(|s| *s.key());
+        assert_eq!(found, Some(new));
+        assert_eq!(tb.lookup(&new, 1.0, &t).map(|s| *s.key()), Some(new));
+        assert_eq!(tb.iter().count(), 1);
     }
 
     #[test]
