@@ -13,7 +13,8 @@
 //! `--only`): the denial path of a stateful interface, 10k rules ending in a TCP-only
 //! `permit+reflect` rule, UDP traffic: every packet misses the session table, meets the
 //! rules, matches none and is dropped (`no_match`); its path ends at `error-drop`.
-//! `SLUICE_BENCH_ACL_FLOWS=<n>` sets the `stateful` case's flow count and
+//! `SLUICE_BENCH_ACL_FLOWS=<n>` sets the `stateful` case's flow count (its row and JSON key
+//! then `stateful-<n>-flows`; `--only stateful` still selects it) and
 //! `SLUICE_BENCH_ACL_PIPE_MIN=<n>` the session count from which the nodes look sessions up
 //! ahead (0: always; docs/acl.md measures the threshold with the two).
 
@@ -163,8 +164,9 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .map(|&n| (n.to_string(), n, Kind::Stateless, FLOWS))
         .collect();
     // SLUICE_BENCH_ACL_FLOWS: the `stateful` case's flow count (the look-ahead's threshold
-    // measured between 4k and 100k sessions).
-    let stateful_flows = crate::env_usize("SLUICE_BENCH_ACL_FLOWS").unwrap_or(FLOWS);
+    // measured between 4k and 100k sessions); its row and JSON key then say the count.
+    let flows_knob = crate::env_usize("SLUICE_BENCH_ACL_FLOWS");
+    let stateful_flows = flows_knob.unwrap_or(FLOWS);
     cases.push(("stateful".into(), 1, Kind::Stateful, stateful_flows));
     cases.extend(
         sizes
@@ -187,6 +189,11 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         if o.only.as_deref().is_some_and(|w| w != label) {
             continue;
         }
+        // `--only stateful` still picks the case whose flow count SLUICE_BENCH_ACL_FLOWS set.
+        let label = match flows_knob {
+            Some(f) if label == "stateful" => format!("stateful-{f}-flows"),
+            _ => label,
+        };
         let pcap = pcaps
             .entry(flows)
             .or_insert_with(|| flows_pcap(flows))
