@@ -63,10 +63,10 @@ impl Default for Timeouts {
 pub const DEFAULT_MAX_SESSIONS: usize = 500_000;
 
 /// Sessions of a thread's table from which the IPv4 nodes prefetch its buckets and
-/// records ahead of the packets ([`Table::pipe_min`]). Measured (docs/acl.md, session 12,
-/// with the earlier 8/4 look-ahead distances): it broke even at 4,096 sessions and won at
-/// 8,192 in one clean round; below, its ~94 instructions a hit cost more than the misses
-/// it hides.
+/// records ahead of the packets ([`Table::pipe_min`]). Measured (docs/acl.md, session 12):
+/// it breaks even at 4,096 sessions and wins at 8,192 (one clean round with the earlier
+/// 8/4 distances, five of five with 16/8, at load); below, its ~94 instructions a hit
+/// cost more than the misses it hides.
 pub const PIPE_MIN_SESSIONS: usize = 8192;
 
 /// A normalised session key.
