@@ -13,6 +13,10 @@
 //! `--only`): the denial path of a stateful interface, 10k rules ending in a TCP-only
 //! `permit+reflect` rule, UDP traffic: every packet misses the session table, meets the
 //! rules, matches none and is dropped (`no_match`); its path ends at `error-drop`.
+//! `SLUICE_BENCH_ACL_FLOWS=<n>` sets the `stateful` case's flow count (its row and JSON key
+//! then `stateful-<n>-flows`; `--only stateful` still selects it) and
+//! `SLUICE_BENCH_ACL_PIPE_MIN=<n>` the session count from which the nodes look sessions up
+//! ahead (0: always; docs/acl.md measures the threshold with the two).
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
@@ -110,6 +114,9 @@ enum Kind {
 pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let dir = std::env::temp_dir().join(format!("sluice-bench-acl-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
+    // Removed however the function ends: a case's checks panic (unwinding) on a wrong path.
+    let _rm = RemoveDir(dir.clone());
+    let dir = &_rm.0;
     // `flows` UDP flows from 10.0.0.16 to 20.0.x.x, one frame each, written once per count.
     let flows_pcap = |flows: usize| {
         let mut r = Rng(7);
@@ -156,7 +163,11 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .iter()
         .map(|&n| (n.to_string(), n, Kind::Stateless, FLOWS))
         .collect();
-    cases.push(("stateful".into(), 1, Kind::Stateful, FLOWS));
+    // SLUICE_BENCH_ACL_FLOWS: the `stateful` case's flow count (the look-ahead's threshold
+    // measured between 4k and 100k sessions); its row and JSON key then say the count.
+    let flows_knob = crate::env_usize("SLUICE_BENCH_ACL_FLOWS");
+    let stateful_flows = flows_knob.unwrap_or(FLOWS);
+    cases.push(("stateful".into(), 1, Kind::Stateful, stateful_flows));
     cases.extend(
         sizes
             .iter()
@@ -178,6 +189,11 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         if o.only.as_deref().is_some_and(|w| w != label) {
             continue;
         }
+        // `--only stateful` still picks the case whose flow count SLUICE_BENCH_ACL_FLOWS set.
+        let label = match flows_knob {
+            Some(f) if label == "stateful" => format!("stateful-{f}-flows"),
+            _ => label,
+        };
         let pcap = pcaps
             .entry(flows)
             .or_insert_with(|| flows_pcap(flows))
@@ -207,6 +223,13 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         }
         cli(&mut vm, &t, &format!("set acl-plugin acl {text}"));
         cli(&mut vm, &t, "set acl-plugin interface pg0 input acl 0");
+        // SLUICE_BENCH_ACL_PIPE_MIN: the session count from which the IPv4 nodes look
+        // sessions up ahead (`Table::pipe_min`; 0 always, a huge number never).
+        if let Some(m) = crate::env_usize("SLUICE_BENCH_ACL_PIPE_MIN") {
+            for th in vm.ext_mut::<sluice_acl::AclMain>().shared.threads() {
+                th.lock().expect("ACL thread").sessions.pipe_min = m;
+            }
+        }
         let shown = cli(&mut vm, &t, "show acl-plugin acl index 0");
         assert!(
             shown.contains(&format!("count {n} ")),
@@ -290,7 +313,15 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         ));
     }
     out.push('\n');
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Removes its directory when dropped.
+struct RemoveDir(std::path::PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// `crate::replay_path` for a case whose every packet is dropped: the runs end when

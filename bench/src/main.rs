@@ -162,9 +162,14 @@ pub(crate) fn build_pool(workers: usize, shared: bool) -> (Vlib, CommandTree<Vli
     (a.vm, a.cli)
 }
 
-/// A numeric environment knob of the benchmark (`None` when unset or not a number).
+/// A numeric environment knob of the benchmark (`None` when unset). A value that is not a
+/// number stops the benchmark: a mistyped knob would otherwise measure the default quietly.
 pub(crate) fn env_usize(name: &str) -> Option<usize> {
-    std::env::var(name).ok()?.parse().ok()
+    let v = std::env::var(name).ok()?;
+    match v.trim().parse() {
+        Ok(n) => Some(n),
+        Err(e) => panic!("{name}={v:?}: not a number ({e})"),
+    }
 }
 
 pub(crate) fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, cmd: &str) -> String {

@@ -231,7 +231,7 @@ fn session_dump(
 ) -> Result<(), ApiError> {
     let now = vm.shared.clock.now_secs();
     for (thread, s) in sessions(vm) {
-        let k = &s.key;
+        let k = s.key();
         let (i, r) = if s.init_lo {
             (k.lo, k.hi)
         } else {

@@ -55,7 +55,7 @@ pub mod rules;
 pub mod session;
 
 use rules::{Action, Classifier, Key, Rule};
-use session::{Packed4, SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Timeouts};
+use session::{Packed4, SessKey, Session, Table, TcpReject, TcpSeg, Timeouts};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
 use sluice_graph::{
@@ -546,7 +546,7 @@ impl Pre {
         if self.kind == Pre::HERE {
             let slot = t.find(self.dig);
             if let Some(i) = slot {
-                t.prefetch_slot(i);
+                t.prefetch_slot(i, self.pk[1] >> 24 & 0xff == 6);
             }
             self.slot = slot.unwrap_or(NO_SLOT);
             self.changes = t.changes();
@@ -581,10 +581,10 @@ const AHEAD: usize = 2;
 
 /// How many packets ahead the IPv4 nodes prefetch the session table's bucket of a
 /// stateful interface's packet ([`Pre`]).
-const BUCKET_AHEAD: usize = 8;
+const BUCKET_AHEAD: usize = 16;
 
 /// How many packets ahead they look the slot up in that bucket and prefetch the session.
-const SESSION_AHEAD: usize = 4;
+const SESSION_AHEAD: usize = 8;
 
 /// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
 /// the run of packets the same rule of the current list matched, whose hit count is added
@@ -1190,17 +1190,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             Action::Permit => {}
             Action::PermitReflect => {
                 if let Some((key, src_lo)) = sk {
-                    let s = Session {
-                        key,
-                        out: OUT,
-                        init_lo: src_lo,
-                        tcp: 0,
-                        created: fc.now,
-                        last: fc.now,
-                        pkts: [0; 2],
-                        win: TcpWindow::default(),
-                        pk: [0; 2],
-                    };
+                    let s = Session::new(key, OUT, src_lo, fc.now);
                     let g = if k.proto == 6 {
                         match b.data().get(off..).and_then(|d| tcp_seg(d, V6)) {
                             Some(g) => Some(g),
@@ -1488,7 +1478,7 @@ fn sync(vm: &mut Vlib, reset: &[u32]) -> VnetResult {
             h.resize(acl.rules.len(), 0);
         }
         if !gone.is_empty() {
-            t.sessions.remove_if(|s| gone.contains(&s.key.sw_if));
+            t.sessions.remove_if(|s| gone.contains(&s.key().sw_if));
         }
     }
     let want: BTreeSet<(u32, bool)> = m
@@ -1944,7 +1934,7 @@ fn cli_show_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             st.deleted
         );
         for s in th.sessions.iter() {
-            let k = &s.key;
+            let k = s.key();
             let (i_end, r_end) = if s.init_lo {
                 (k.lo, k.hi)
             } else {
@@ -2613,5 +2603,63 @@ mod tests {
         assert!(quoted_key(&q6[..47], true).is_none());
         q6[6] = 0; // a hop-by-hop header first
         assert!(quoted_key(&q6, true).is_none());
+    }
+
+    /// Every TCP segment a session admits updates its state, on the session-hit shortcut
+    /// (`hit4`, with and without the look-ahead) as on the general path: after a run of
+    /// plain ACKs (the same flags each time), a FIN makes the session `closing` and a RST
+    /// `reset`. A guard (it passes on main too): against a future saving on the hit path
+    /// (flags compared with the last seen, a coarse timestamp) skipping a state change.
+    #[test]
+    fn fin_and_rst_after_acks_change_the_session_state() {
+        for pipe_min in [0, usize::MAX] {
+            for (flag, state) in [
+                ("FIN ACK", "closing"),
+                ("RST ACK", "reset"),
+                ("RST", "reset"),
+            ] {
+                tcp_end_changes_state(pipe_min, flag, state);
+            }
+        }
+    }
+
+    fn tcp_end_changes_state(pipe_min: usize, flag: &str, state: &str) {
+        use sluice_vnet::testing::pkt;
+        let mut t = input4_test();
+        t.cli(
+            "create packet-generator interface pg0
+             set acl-plugin acl permit+reflect src 10.0.0.0/24 dst 0.0.0.0/0
+             set acl-plugin interface pg0 input acl 0",
+        );
+        for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
+            lock(th).sessions.pipe_min = pipe_min;
+        }
+        let sw = t.sw_if("pg0");
+        let seg = |flags: &str, seq: u32| {
+            pkt(&format!(
+                "TCP: 10.0.0.2 -> 10.0.1.2\nTCP: 1000 -> 80 {flags} seq {seq} window 1000"
+            ))
+        };
+        let mut order = vec![seg("SYN", 1000)];
+        order.extend((0..6).map(|_| seg("ACK", 1001)));
+        order.push(seg(flag, 1001));
+        order.push(seg("ACK", 1002));
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|p| t.packet(p, |h| h.rx_if = sw))
+            .collect();
+        t.inject(&bufs);
+        assert_eq!(t.arc("ip4-lookup").len(), order.len(), "{flag}");
+        let s = sessions(&mut t.h.vm);
+        assert_eq!(s.len(), 1);
+        let s = &s[0].1;
+        assert_eq!(s.state(), state, "{flag}, pipe_min {pipe_min}");
+        assert_eq!(s.pkts, [order.len() as u64, 0]);
+        t.assert_counters(&[
+            ("permit", 1),
+            ("session_created", 1),
+            ("session_hit", order.len() as u64 - 1),
+        ]);
+        t.assert_no_leaks();
     }
 }

@@ -63,9 +63,10 @@ impl Default for Timeouts {
 pub const DEFAULT_MAX_SESSIONS: usize = 500_000;
 
 /// Sessions of a thread's table from which the IPv4 nodes prefetch its buckets and
-/// records ahead of the packets ([`Table::pipe_min`]): a guess, not measured, at where the
-/// table (a session record and its share of the buckets, some 250 bytes each) outgrows a
-/// core's 1 MiB L2.
+/// records ahead of the packets ([`Table::pipe_min`]). Measured (docs/acl.md, session 12):
+/// it breaks even at 4,096 sessions and wins at 8,192 (one clean round with the earlier
+/// 8/4 distances, five of five with 16/8, at load); below, its ~94 instructions a hit
+/// cost more than the misses it hides.
 pub const PIPE_MIN_SESSIONS: usize = 8192;
 
 /// A normalised session key.
@@ -174,6 +175,9 @@ impl Packed4 {
     /// The key of `src:sport -> dst:dport` of protocol `proto` on `sw_if` (< 2^23).
     #[inline(always)]
     pub fn of(sw_if: u32, proto: u8, src: u32, sport: u16, dst: u32, dport: u16) -> Packed4 {
+        // Bit 23 and up clear: what keeps a packed key from ever being `FREE` (or a wide
+        // key's `pk`); the callers route wider interfaces to the `SessKey` path.
+        debug_assert!(sw_if >> 23 == 0);
         // `(address, port)` ordered as one 48-bit number: `SessKey::of`'s tuple order.
         let x = (src as u64) << 16 | sport as u64;
         let y = (dst as u64) << 16 | dport as u64;
@@ -370,11 +374,26 @@ impl TcpWindow {
     }
 }
 
-/// A session.
+/// A session. Laid out for the hit path ([`Table::at4`], [`Session::touch`]): a record is
+/// one 64-byte line-aligned block of three lines, the first holding everything a UDP hit
+/// reads and writes (`pk`, `last`, `pkts`, `proto`, `out`, `init_lo`, `tcp`), the TCP
+/// window running on into the second; the full key, read only off the hit path (a wide
+/// key's lookup, `show`, freeing), last.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct Session {
-    /// Its key.
-    pub key: SessKey,
+    /// The key's [`SessKey::packed`] form, set by [`Table::create`] (`[0, 1 << 23]`, which
+    /// no narrow key has, for a wide one; [`FREE`] in a free slot): what
+    /// [`Table::lookup4`] compares. Private, as `key` is: it also says the slot is in use,
+    /// and a holder of `&mut Session` that changed either would leak the slot.
+    pk: [u64; 2],
+    /// Last packet.
+    pub last: f64,
+    /// Packets from the initiator, from the responder.
+    pub pkts: [u64; 2],
+    /// `key.proto` (set by [`Session::new`] and [`Table::create`]), beside what the hit
+    /// path reads.
+    proto: u8,
     /// Created by an output ACL.
     pub out: bool,
     /// The initiator is the key's `lo` end.
@@ -383,28 +402,72 @@ pub struct Session {
     pub tcp: u8,
     /// Created (seconds, runtime clock).
     pub created: f64,
-    /// Last packet.
-    pub last: f64,
-    /// Packets from the initiator, from the responder.
-    pub pkts: [u64; 2],
     /// TCP window tracking.
     pub win: TcpWindow,
-    /// The key's [`SessKey::packed`] form, set by [`Table::create`] (`[0, 1 << 23]`, which
-    /// no narrow key has, for a wide one): what [`Table::lookup4`] compares.
-    pub pk: [u64; 2],
+    /// Its key ([`Session::key`]).
+    key: SessKey,
 }
 
+/// [`Session::pk`] of a free slot: no key's (a narrow key's second word has bit 23 clear,
+/// a wide key's `pk` is `[0, 1 << 23]`), so a lookup's comparison of `pk` is also its test
+/// that the slot is live (an `Option<Session>`'s tag, wherever the compiler puts it, could
+/// be on another line: it was, in the key).
+pub const FREE: [u64; 2] = [u64::MAX; 2];
+
+/// Three lines a record; the hit path's fields in the first (the TCP window from byte 56).
+const _: () = {
+    assert!(std::mem::size_of::<Session>() == 192);
+    assert!(std::mem::offset_of!(Session, tcp) < 64);
+    assert!(std::mem::offset_of!(Session, win) + std::mem::size_of::<TcpWindow>() <= 128);
+};
+
 impl Session {
+    /// A new session of `key` (created by an output ACL: `out`; its initiator the key's
+    /// `lo` end: `init_lo`) at `now`, no packet counted yet.
+    pub fn new(key: SessKey, out: bool, init_lo: bool, now: f64) -> Session {
+        Session {
+            pk: key.packed().unwrap_or([0, 1 << 23]),
+            last: now,
+            pkts: [0; 2],
+            proto: key.proto,
+            out,
+            init_lo,
+            tcp: 0,
+            created: now,
+            win: TcpWindow::default(),
+            key,
+        }
+    }
+
+    /// Its key.
+    #[inline(always)]
+    pub fn key(&self) -> &SessKey {
+        &self.key
+    }
+
+    /// [`SessKey::packed`] of its key (`[0, 1 << 23]` for a wide one; [`FREE`] only in a
+    /// free slot, which [`Table::iter`] and lookups never give).
+    #[inline(always)]
+    pub fn pk(&self) -> [u64; 2] {
+        self.pk
+    }
+
+    /// Whether the slot holds a session (its `pk` is not [`FREE`]).
+    #[inline(always)]
+    fn is_live(&self) -> bool {
+        self.pk != FREE
+    }
+
     /// Whether TCP reached established (both SYNs, no FIN/RST).
     pub fn established(&self) -> bool {
-        self.key.proto != 6
+        self.proto != 6
             || (self.tcp & (tcp::SYN_INIT | tcp::SYN_RESP) == tcp::SYN_INIT | tcp::SYN_RESP
                 && self.tcp & (tcp::FIN | tcp::RST) == 0)
     }
 
     /// The idle timeout that applies now.
     pub fn timeout(&self, t: &Timeouts) -> u32 {
-        match self.key.proto {
+        match self.proto {
             6 if self.established() => t.tcp_idle,
             6 => t.tcp_transient,
             _ => t.udp_idle,
@@ -419,7 +482,7 @@ impl Session {
 
     /// A state name for `show`.
     pub fn state(&self) -> &'static str {
-        if self.key.proto != 6 {
+        if self.proto != 6 {
             "active"
         } else if self.tcp & tcp::RST != 0 {
             "reset"
@@ -451,7 +514,7 @@ impl Session {
     pub fn touch(&mut self, from_init: bool, flags: u8, now: f64) {
         self.last = now;
         self.pkts[!from_init as usize] += 1;
-        if self.key.proto == 6 {
+        if self.proto == 6 {
             if flags & TCP_SYN != 0 {
                 self.tcp |= if from_init {
                     tcp::SYN_INIT
@@ -496,7 +559,8 @@ pub struct Table {
     hasher: FoldedKeyHash,
     /// The bihash's grace periods: nobody reads it concurrently (see the module doc).
     epochs: Epochs,
-    slots: Vec<Option<Session>>,
+    /// Sessions by slot; a free one's `pk` is [`FREE`].
+    slots: Vec<Session>,
     free: Vec<u32>,
     /// The limit.
     pub max: usize,
@@ -603,18 +667,15 @@ impl Table {
     }
 
     /// Hints the CPU to fetch the session record in slot `i` (a [`Table::find`] result)
-    /// ahead of its [`Table::at4`]: the lines of its first and its last byte. The record
-    /// (`Option<Session>`, some 176 bytes) spans 3 or 4 lines and Rust orders its fields,
-    /// so these need not be all the lines a hit reads and writes (`pk`, `last`, `pkts`,
-    /// `key.proto`, `out`, `init_lo`, `tcp`): a middle line may still miss.
+    /// ahead of its [`Table::at4`]: its first line, all a UDP hit touches ([`Session`]'s
+    /// layout), and for a TCP packet (`tcp`) the second, where the window ends.
     #[inline(always)]
-    pub fn prefetch_slot(&self, i: u32) {
+    pub fn prefetch_slot(&self, i: u32, tcp: bool) {
         let p = self.slots.as_ptr().wrapping_add(i as usize);
         sluice_infra::prefetch(p);
-        sluice_infra::prefetch(
-            p.cast::<u8>()
-                .wrapping_add(std::mem::size_of::<Option<Session>>() - 1),
-        );
+        if tcp {
+            sluice_infra::prefetch(p.cast::<u8>().wrapping_add(64));
+        }
     }
 
     /// Sessions created and freed so far (wrapping).
@@ -635,15 +696,18 @@ impl Table {
     /// with [`Table::changes`] unchanged since: the live session there if its key is `pk`
     /// (an expired one is freed and not returned).
     #[inline(always)]
-    pub fn at4(
+    pub(crate) fn at4(
         &mut self,
         i: Option<u32>,
         pk: [u64; 2],
         now: f64,
         t: &Timeouts,
     ) -> Option<&mut Session> {
+        // A packet's key (a `Packed4`'s, interface below 2^23) is never `FREE`.
+        debug_assert!(pk != FREE);
         let i = i?;
-        let s = self.slots.get(i as usize)?.as_ref()?;
+        // A free slot's `FREE` is no narrow key's `pk`: no liveness test of its own.
+        let s = self.slots.get(i as usize)?;
         if s.pk != pk {
             return None;
         }
@@ -652,7 +716,7 @@ impl Table {
             self.stats.expired += 1;
             return None;
         }
-        self.slots[i as usize].as_mut()
+        self.slots.get_mut(i as usize)
     }
 
     /// The live session of `k` (an expired one is freed and not returned).
@@ -660,8 +724,8 @@ impl Table {
     pub fn lookup(&mut self, k: &SessKey, now: f64, t: &Timeouts) -> Option<&mut Session> {
         // The read side's lookup is inlined here (the writer's `get` is a call).
         let i = self.keys.table().lookup(self.digest(k))? as u32;
-        let s = self.slots.get(i as usize)?.as_ref()?;
-        if s.key != *k {
+        let s = self.slots.get(i as usize)?;
+        if !s.is_live() || s.key != *k {
             return None;
         }
         if s.expired(now, t) {
@@ -669,12 +733,13 @@ impl Table {
             self.stats.expired += 1;
             return None;
         }
-        self.slots[i as usize].as_mut()
+        self.slots.get_mut(i as usize)
     }
 
     /// Adds a session (its key has none: the caller looked it up).
     pub fn create(&mut self, mut s: Session) -> Result<&mut Session, CreateError> {
         s.pk = s.key.packed().unwrap_or([0, 1 << 23]);
+        s.proto = s.key.proto;
         if self.len() >= self.max {
             return Err(CreateError::Full);
         }
@@ -689,22 +754,23 @@ impl Table {
         if self.keys.insert(&self.epochs, d, i as u64).is_err() {
             return Err(CreateError::Full);
         }
-        if self.free.pop().is_none() {
-            self.slots.push(None);
+        match self.free.pop() {
+            Some(_) => self.slots[i as usize] = s,
+            None => self.slots.push(s),
         }
         self.stats.created += 1;
         self.changes = self.changes.wrapping_add(1);
-        let slot = &mut self.slots[i as usize];
-        *slot = Some(s);
-        Ok(slot.as_mut().expect("just set"))
+        Ok(&mut self.slots[i as usize])
     }
 
     /// Frees slot `i`. It moves [`Table::changes`] although a free leaves every other
     /// digest's answer as it was: deliberately conservative (a look-ahead answer is taken
     /// again rather than reasoned about).
     fn free_slot(&mut self, i: u32) {
-        if let Some(s) = self.slots[i as usize].take() {
+        let s = &self.slots[i as usize];
+        if s.is_live() {
             let d = self.digest(&s.key);
+            self.slots[i as usize].pk = FREE;
             self.keys.remove(&self.epochs, d);
             self.free.push(i);
             self.changes = self.changes.wrapping_add(1);
@@ -725,7 +791,8 @@ impl Table {
             }
             let i = self.scan;
             self.scan += 1;
-            if self.slots[i].as_ref().is_some_and(|s| s.expired(now, t)) {
+            let s = &self.slots[i];
+            if s.is_live() && s.expired(now, t) {
                 self.free_slot(i as u32);
                 freed += 1;
             }
@@ -738,7 +805,8 @@ impl Table {
     pub fn remove_if(&mut self, mut f: impl FnMut(&Session) -> bool) -> usize {
         let mut n = 0;
         for i in 0..self.slots.len() {
-            if self.slots[i].as_ref().is_some_and(&mut f) {
+            let s = &self.slots[i];
+            if s.is_live() && f(s) {
                 self.free_slot(i as u32);
                 n += 1;
             }
@@ -749,7 +817,7 @@ impl Table {
 
     /// The live sessions.
     pub fn iter(&self) -> impl Iterator<Item = &Session> {
-        self.slots.iter().flatten()
+        self.slots.iter().filter(|s| s.is_live())
     }
 }
 
@@ -759,17 +827,7 @@ mod tests {
 
     fn sess(now: f64, proto: u8) -> Session {
         let (key, lo) = SessKey::of(1, false, proto, (10, 1000), (20, 80));
-        Session {
-            key,
-            out: true,
-            init_lo: lo,
-            tcp: 0,
-            created: now,
-            last: now,
-            pkts: [0; 2],
-            win: TcpWindow::default(),
-            pk: [0; 2],
-        }
+        Session::new(key, true, lo, now)
     }
 
     fn seg(seq: u32, ack: u32, flags: u8, len: u32, win: u16, wscale: Option<u8>) -> TcpSeg {
@@ -1021,6 +1079,50 @@ mod tests {
         assert!(tb.is_empty());
         assert!(keys.iter().all(|k| tb.lookup(&k.0, 1e9, &t).is_none()));
         assert_eq!(tb.stats.expired, tb.stats.created);
+    }
+
+    /// A freed slot is marked by its `pk` alone ([`FREE`]): it is out of `iter`, no lookup
+    /// (packed from a kept slot number, or by the key) finds its old key, the sessions
+    /// `remove_if` frees are not freed again, and a reused slot is found.
+    #[test]
+    fn a_free_slot_is_marked_by_pk() {
+        let t = Timeouts::default();
+        let mut tb = Table::new(10);
+        let tuple = |port: u16| SessKey::of(7, false, 17, (0x0a00_0001, port), (0x1400_0001, 53));
+        let mk = |port: u16| {
+            let (key, lo) = tuple(port);
+            let mut s = sess(0.0, 17);
+            s.key = key;
+            s.init_lo = lo;
+            s
+        };
+        tb.create(mk(4000)).unwrap();
+        tb.create(mk(4001)).unwrap();
+        let old = tuple(4000).0;
+        let old_pk = old.packed().unwrap();
+        let old_i = tb.find(tb.digest4(old_pk));
+        assert!(old_i.is_some());
+        assert_eq!(tb.remove_if(|s| s.key().lo.1 == 4000), 1);
+        assert_eq!(tb.slots[old_i.unwrap() as usize].pk(), FREE);
+        assert_eq!(tb.iter().count(), 1);
+        assert_eq!(tb.iter().next().map(|s| s.key().lo.1), Some(4001));
+        // The slot number a look-ahead kept finds nothing there now.
+        assert!(tb.at4(old_i, old_pk, 1.0, &t).is_none());
+        assert!(tb.lookup4(old_pk, 1.0, &t).is_none());
+        assert!(tb.lookup(&old, 1.0, &t).is_none());
+        // Clearing frees the live one; a second clear finds nothing to free.
+        assert_eq!(tb.remove_if(|_| true), 1);
+        assert_eq!(tb.remove_if(|_| true), 0);
+        assert_eq!((tb.len(), tb.iter().count(), tb.stats.deleted), (0, 0, 2));
+        // A new session reuses a slot and is found both ways.
+        let new = tuple(4002).0;
+        tb.create(mk(4002)).unwrap();
+        assert_eq!(tb.slots.len(), 2, "a slot is reused");
+        let i = tb.find(tb.digest4(new.packed().unwrap()));
+        let found = tb.at4(i, new.packed().unwrap(), 1.0, &t).map(|s| *s.key());
+        assert_eq!(found, Some(new));
+        assert_eq!(tb.lookup(&new, 1.0, &t).map(|s| *s.key()), Some(new));
+        assert_eq!(tb.iter().count(), 1);
     }
 
     #[test]
