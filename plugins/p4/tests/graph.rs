@@ -377,10 +377,10 @@ fn auto_splits_at_a_large_second_table() {
 
 /// The single node runs in stages (`node::frame_staged`: each packet's first-table key
 /// guessed and looked up `node::STAGE` packets ahead, then its pipeline on that guess,
-/// in one pass; with the large table the key's first-level entry also prefetched
-/// `node::FAR` ahead, the frame longer than that), with a large first table and
-/// a small one: byte-identical to the native path over more packets than one stage holds,
-/// and `show p4 program` counts the staged frames.
+/// in one pass; with the large table two passes over each group of `node::GROUP`
+/// packets, the frame two groups and a part of one), with a large first table and a small
+/// one: byte-identical to the native path over more packets than one stage holds, and
+/// `show p4 program` counts the staged frames.
 #[test]
 fn single_node_in_stages_matches_native() {
     let pkts = [
@@ -395,7 +395,7 @@ fn single_node_in_stages_matches_native() {
     let pkts: Vec<_> = pkts
         .iter()
         .cycle()
-        .take(3 * sluice_p4::node::STAGE + 5)
+        .take((3 * sluice_p4::node::STAGE).max(2 * sluice_p4::node::GROUP) + 5)
         .copied()
         .collect();
     let big: Vec<(u32, u8)> = (0..sluice_p4::node::SPLIT_ENTRIES as u32)
