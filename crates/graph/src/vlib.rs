@@ -339,6 +339,12 @@ impl Vlib {
     }
 
     /// Adds (or finds) the arc `from -> to` on every thread.
+    ///
+    /// While any thread is late (an earlier change it did not take within
+    /// [`Vlib::thread_wait`]), every call, even for an arc that exists, runs a barrier and
+    /// fails with [`GraphError::NotTaken`] after that wait, until a barrier finds every
+    /// thread answering. A worker whose queued job panicked (no job catches a panic: its
+    /// thread ends) never answers again: the errors are then permanent.
     pub fn add_next(&mut self, from: NodeIndex, to: NodeIndex) -> Result<Next, GraphError> {
         let before = self.registry.node(from).nexts.len();
         let next = self.registry.add_next(from, to)?;

@@ -368,11 +368,14 @@ fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, P
         let i = match vm.add_node(reg) {
             Ok(i) => i,
             Err(e) => {
-                // A node the late threads did not make in time exists (they make it when
-                // they take their queue): kept in the pool, so that a later load reuses it.
+                // The nodes made before stay (a node cannot be deleted), and so does one the
+                // late threads did not make in time (they make it when they take their
+                // queue): kept in the pool, so that a later load reuses them.
                 let made = matches!(e, sluice_graph::GraphError::NotTaken { .. });
                 if let (true, Ok(i)) = (made, vm.registry.lookup(&nn)) {
                     out.push(i);
+                }
+                if out.len() > have.len() {
                     state(vm).pools.insert(name.to_string(), out);
                 }
                 return Err(load_error(name, e));
