@@ -34,6 +34,22 @@ pub enum GraphError {
     /// Too many counters in the graph for the 16-bit error code.
     #[error("too many node counters (node `{0}')")]
     TooManyCounters(String),
+    /// A topology change ([`crate::Vlib::add_node`], [`crate::Vlib::add_next`]) that
+    /// worker threads did not take within [`crate::Vlib::thread_wait`] (`wait`): the
+    /// registry has it, those threads have it queued and take it when they get to it, but
+    /// until then a frame sent on the new node or arc would be dropped there.
+    #[error("thread(s) {} did not take the graph change within {} s: they take it when they answer", list(.threads), .wait.as_secs_f64())]
+    NotTaken {
+        /// The late threads, by index.
+        threads: Vec<usize>,
+        /// How long each was waited for.
+        wait: std::time::Duration,
+    },
+}
+
+fn list(threads: &[usize]) -> String {
+    let t: Vec<String> = threads.iter().map(|t| t.to_string()).collect();
+    t.join(", ")
 }
 
 /// Everything the graph knows about one node.

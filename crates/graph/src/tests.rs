@@ -723,3 +723,64 @@ fn show_buffers_shows_lent_buffers_apart() {
     vm.main.bufs().free(&held);
     assert_eq!(vm.pool.stats().in_use, 0);
 }
+
+/// `Vlib::add_node` and `Vlib::add_next` wait `Vlib::thread_wait` for each worker: a
+/// worker that does not take the change in time is an error naming it
+/// (`GraphError::NotTaken`), not Ok with that worker lacking the node or arc; an arc found
+/// again is an error too until every thread has taken the changes before it.
+#[test]
+fn topology_change_a_stuck_worker_did_not_take_is_an_error() {
+    use std::sync::Condvar;
+    use std::time::Duration;
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    let cpu = CpuConfig {
+        main_core: None,
+        workers: vec![None],
+    };
+    let mut vm = Vlib::new(b, &cpu, &small_pool()).unwrap();
+    let wait = Duration::from_millis(200);
+    vm.set_thread_wait(wait);
+    // The worker waits for the gate (at most 30 s), past the 200 ms it is given.
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let g2 = gate.clone();
+    let late = vm.foreach_thread_late(move |tg| {
+        if tg.thread() != 0 {
+            let (m, cv) = &*g2;
+            let open = m.lock().unwrap();
+            let _ = cv.wait_timeout_while(open, Duration::from_secs(30), |o| !*o);
+        }
+    });
+    assert_eq!(late, [1]);
+    let not_taken = GraphError::NotTaken {
+        threads: vec![1],
+        wait,
+    };
+    let reg = NodeRegistration::new("late", NodeKind::Internal, |_| {
+        Box::new(Collect {
+            got: Arc::default(),
+            sizes: Arc::default(),
+        })
+    });
+    assert_eq!(vm.add_node(reg), Err(not_taken.clone()));
+    // The registry and the main thread have it; the worker makes it when it answers.
+    let late_i = vm.registry.find("late").expect("registered");
+    assert!(vm.main.has_node(late_i));
+    let drop_i = vm.registry.lookup("error-drop").unwrap();
+    assert_eq!(vm.add_next(late_i, drop_i), Err(not_taken.clone()));
+    // Found, but the worker has not taken it: still an error.
+    assert_eq!(vm.add_next(late_i, drop_i), Err(not_taken.clone()));
+    assert_eq!(
+        not_taken.to_string(),
+        "thread(s) 1 did not take the graph change within 0.2 s: they take it when they answer"
+    );
+    // The worker answers: its queue runs in order, and the arc is Ok.
+    vm.set_thread_wait(Vlib::THREAD_WAIT);
+    let (m, cv) = &*gate;
+    *m.lock().unwrap() = true;
+    cv.notify_all();
+    let next = vm.add_next(late_i, drop_i).expect("every thread answers");
+    assert_eq!(next, Next(0));
+    assert_eq!(vm.on_thread(1, move |tg| tg.has_node(late_i)), Some(true));
+    vm.stop_workers();
+}

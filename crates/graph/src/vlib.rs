@@ -119,6 +119,10 @@ pub struct Vlib {
     /// How long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for a worker
     /// ([`Vlib::THREAD_WAIT`] unless [`Vlib::set_thread_wait`] changed it).
     thread_wait: Duration,
+    /// The threads that did not take the last topology change ([`Vlib::add_node`],
+    /// [`Vlib::add_next`]) in time: until one finds every thread answering, an arc
+    /// [`Vlib::add_next`] finds is checked with a barrier of its own.
+    late: Vec<usize>,
 }
 
 /// Pins the calling thread to `core`.
@@ -202,6 +206,7 @@ impl Vlib {
             start_secs: now,
             runtime_cleared_secs: now,
             thread_wait: Vlib::THREAD_WAIT,
+            late: Vec::new(),
         })
     }
 
@@ -258,8 +263,21 @@ impl Vlib {
     }
 
     /// Runs `f` on every thread (main first) and waits for all of them: the barrier for
-    /// topology changes.
+    /// topology changes. A worker that does not answer within [`Vlib::thread_wait`] is
+    /// given up on (the change stays queued there): [`Vlib::foreach_thread_late`] names
+    /// those.
     pub fn foreach_thread(&mut self, f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static) {
+        self.foreach_thread_late(f);
+    }
+
+    /// [`Vlib::foreach_thread`], and the threads that did not run `f` to its end within
+    /// [`Vlib::thread_wait`] each (`f` stays queued on those, and runs when they take
+    /// their queue: in order, after every change posted before it) or whose `f`
+    /// panicked, in thread order.
+    pub fn foreach_thread_late(
+        &mut self,
+        f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static,
+    ) -> Vec<usize> {
         let f = Arc::new(f);
         f(&mut self.main);
         let mut waits = Vec::new();
@@ -276,9 +294,37 @@ impl Vlib {
             );
             waits.push(rx);
         }
-        for rx in waits {
-            let _ = rx.recv_timeout(self.thread_wait);
+        let mut late = Vec::new();
+        for (rx, w) in waits.into_iter().zip(&self.workers) {
+            if rx.recv_timeout(self.thread_wait).is_err() {
+                late.push(w.index);
+            }
         }
+        late
+    }
+
+    /// A topology change's barrier: `f` on every thread, an error naming the threads that
+    /// did not take it ([`GraphError::NotTaken`]). Those are remembered until a later
+    /// barrier finds every thread answering (each thread takes its changes in order, so
+    /// one that answers has taken the earlier ones too).
+    fn topology_change(
+        &mut self,
+        f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static,
+    ) -> Result<(), GraphError> {
+        let late = self.foreach_thread_late(f);
+        if late.is_empty() {
+            self.late.clear();
+            return Ok(());
+        }
+        log::warn!(
+            "graph: thread(s) {late:?} did not take a topology change within {:?}",
+            self.thread_wait
+        );
+        self.late = late.clone();
+        Err(GraphError::NotTaken {
+            threads: late,
+            wait: self.thread_wait,
+        })
     }
 
     /// How long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for each worker.
@@ -293,12 +339,22 @@ impl Vlib {
     }
 
     /// Adds (or finds) the arc `from -> to` on every thread.
+    ///
+    /// While any thread is late (an earlier change it did not take within
+    /// [`Vlib::thread_wait`]), every call, even for an arc that exists, runs a barrier and
+    /// fails with [`GraphError::NotTaken`] after that wait, until a barrier finds every
+    /// thread answering. A worker whose queued job panicked (no job catches a panic: its
+    /// thread ends) never answers again: the errors are then permanent.
     pub fn add_next(&mut self, from: NodeIndex, to: NodeIndex) -> Result<Next, GraphError> {
         let before = self.registry.node(from).nexts.len();
         let next = self.registry.add_next(from, to)?;
         if self.registry.node(from).nexts.len() != before {
             let nexts = self.registry.node(from).nexts.clone();
-            self.foreach_thread(move |tg| tg.set_nexts(from, nexts.clone()));
+            self.topology_change(move |tg| tg.set_nexts(from, nexts.clone()))?;
+        } else if !self.late.is_empty() {
+            // An arc found, but added (or a node made) while some thread did not answer:
+            // it is Ok only once every thread has taken the changes before.
+            self.topology_change(|_| {})?;
         }
         Ok(next)
     }
@@ -314,7 +370,7 @@ impl Vlib {
     pub fn add_node(&mut self, reg: NodeRegistration) -> Result<NodeIndex, GraphError> {
         let i = self.registry.add_node(reg)?;
         let snap = self.registry.snapshot(i);
-        self.foreach_thread(move |tg| tg.instantiate_snapshot(&snap));
+        self.topology_change(move |tg| tg.instantiate_snapshot(&snap))?;
         Ok(i)
     }
 

@@ -589,6 +589,11 @@ pub struct FeatureMain {
     /// Interfaces whose driver may receive GSO aggregates ([`set_aggregate_source`]):
     /// while there is none, no packet is an aggregate and no chain has a cutting node.
     sources: BTreeSet<u32>,
+    /// Chains whose rewrite for a new [`set_aggregate_source`] state failed (an arc a worker
+    /// did not take in time): the table still holds their old chain. Every later
+    /// [`set_feature`] or [`set_aggregate_source`] writes them again first; a chain written
+    /// whole leaves the set.
+    stale: BTreeSet<(u32, &'static str)>,
 }
 
 /// Says whether interface `sw_if`'s driver may receive GSO aggregates (af_packet with
@@ -623,6 +628,7 @@ pub fn aggregate_sources(vm: &mut Vlib) -> Vec<u32> {
 type Link<'a> = dyn FnMut(&mut Vlib, &str, &str) -> Result<Next, sluice_graph::GraphError> + 'a;
 
 fn set_source(vm: &mut Vlib, sw_if: u32, on: bool, link: &mut Link) {
+    rewrite_stale(vm, link);
     let fm = vm.ext_mut::<FeatureMain>();
     let had = !fm.sources.is_empty();
     if on {
@@ -635,9 +641,22 @@ fn set_source(vm: &mut Vlib, sw_if: u32, on: bool, link: &mut Link) {
         return;
     }
     let keys: Vec<(u32, &'static str)> = fm.enabled.keys().copied().collect();
+    vm.ext_mut::<FeatureMain>().stale.extend(keys);
+    rewrite_stale(vm, link);
+}
+
+/// Writes again the chains of [`FeatureMain::stale`]; those that fail stay there. It stops
+/// at the first failure: a worker still late fails every arc, each after
+/// [`Vlib::thread_wait`].
+fn rewrite_stale(vm: &mut Vlib, link: &mut Link) {
+    let keys: Vec<(u32, &'static str)> =
+        vm.ext_mut::<FeatureMain>().stale.iter().copied().collect();
     for (sw, arc) in keys {
         if let Err(e) = write_chain(vm, sw, arc, link) {
-            log::warn!("feature arc {arc} of interface {sw}: {e}");
+            log::warn!(
+                "feature arc {arc} of interface {sw} (written again at the next change): {e}"
+            );
+            break;
         }
     }
 }
@@ -655,7 +674,9 @@ pub fn registry(vm: &mut Vlib) -> Arc<FeatureRegistry> {
         .clone()
 }
 
-/// Enables or disables a feature on an interface and rewires the chain.
+/// Enables or disables a feature on an interface and rewires the chain. On an error (an
+/// arc a worker did not take in time, [`sluice_graph::GraphError::NotTaken`]) nothing
+/// changed: the feature keeps its former state and the table its old chain.
 pub fn set_feature(
     vm: &mut Vlib,
     sw_if: u32,
@@ -678,19 +699,33 @@ pub fn set_feature(
             "unknown feature `{feature}' on arc `{arc}'{hint}"
         )));
     }
+    let link = &mut |vm: &mut Vlib, from: &str, to: &str| vm.add_next_by_name(from, to);
+    rewrite_stale(vm, link);
     let set = vm
         .ext_mut::<FeatureMain>()
         .enabled
         .entry((sw_if, a.name))
         .or_default();
-    if on {
-        set.insert(feature.to_string());
+    let changed = if on {
+        set.insert(feature.to_string())
     } else {
-        set.remove(feature);
+        set.remove(feature)
+    };
+    let r = write_chain(vm, sw_if, a.name, link);
+    if r.is_err() && changed {
+        // Every error comes before the first store: the table holds the old chain.
+        let set = vm
+            .ext_mut::<FeatureMain>()
+            .enabled
+            .entry((sw_if, a.name))
+            .or_default();
+        if on {
+            set.remove(feature);
+        } else {
+            set.insert(feature.to_string());
+        }
     }
-    write_chain(vm, sw_if, a.name, &mut |vm, from, to| {
-        vm.add_next_by_name(from, to)
-    })
+    r
 }
 
 /// Writes interface `sw_if`'s chain of arc `arc` into the next table from its enabled
@@ -755,6 +790,7 @@ fn write_chain(vm: &mut Vlib, sw_if: u32, arc: &str, link: &mut Link) -> crate::
             table.set(s, sw_if, None);
         }
     }
+    vm.ext_mut::<FeatureMain>().stale.remove(&(sw_if, a.name));
     Ok(())
 }
 
@@ -1012,6 +1048,67 @@ mod tests {
         };
         set_source(&mut vm, 77, false, &mut link);
         assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain);
+    }
+
+    /// A rewrite a stuck worker did not take (`GraphError::NotTaken`) is not lost: the
+    /// first aggregate source's chains stay old and whole and are written again at the next
+    /// change once the worker answers; a feature whose chain was not written is an error and
+    /// stays disabled.
+    #[test]
+    fn a_chain_a_worker_did_not_take_is_written_again() {
+        use std::sync::Condvar;
+        use std::time::Duration;
+        let check = crate::rpf::IP4_SOURCE_CHECK;
+        let (mut vm, _cli) = crate::testing::configured(
+            &[],
+            1,
+            64,
+            &[
+                "create loopback interface",
+                &format!("set interface feature loop0 {check} arc ip4-unicast"),
+            ],
+        );
+        let sw = vm
+            .ext_mut::<crate::Interfaces>()
+            .find("loop0")
+            .expect("loop0")
+            .0;
+        let plain = ["ip4-input", check, "ip4-lookup"];
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain);
+        vm.set_thread_wait(Duration::from_millis(200));
+        // The worker waits for the gate (at most 30 s), past the 200 ms it is given.
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let g2 = gate.clone();
+        let late = vm.foreach_thread_late(move |tg| {
+            if tg.thread() != 0 {
+                let (m, cv) = &*g2;
+                let open = m.lock().unwrap();
+                let _ = cv.wait_timeout_while(open, Duration::from_secs(30), |o| !*o);
+            }
+        });
+        assert_eq!(late, [1]);
+        set_aggregate_source(&mut vm, 77, true);
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain, "the old chain");
+        let ip6 = crate::rpf::IP6_SOURCE_CHECK;
+        let e = set_feature(&mut vm, sw, "ip6-unicast", ip6, true).expect_err("not taken");
+        assert!(e.to_string().contains("did not take"), "{e}");
+        assert!(
+            !enabled(&mut vm, sw).iter().any(|(_, f)| f == ip6),
+            "{:?}",
+            enabled(&mut vm, sw)
+        );
+        // The worker answers: the next change writes the chain the first source wants.
+        vm.set_thread_wait(Vlib::THREAD_WAIT);
+        let (m, cv) = &*gate;
+        *m.lock().unwrap() = true;
+        cv.notify_all();
+        set_aggregate_source(&mut vm, 78, true);
+        let cut = ["ip4-input", crate::gso::IP4_NAME, check, "ip4-lookup"];
+        assert_eq!(walk(&mut vm, sw, "ip4-unicast"), cut);
+        assert!(vm.ext_mut::<FeatureMain>().stale.is_empty());
+        set_feature(&mut vm, sw, "ip6-unicast", ip6, true).expect("taken");
+        assert!(enabled(&mut vm, sw).iter().any(|(_, f)| f == ip6));
+        vm.stop_workers();
     }
 
     #[test]

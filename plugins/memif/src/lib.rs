@@ -410,8 +410,7 @@ impl sluice_vnet::plugin::Plugin for MemifPlugin {
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
-        init(vm);
-        Ok(())
+        init(vm)
     }
 }
 
@@ -447,19 +446,25 @@ pub fn register(b: &mut GraphBuilder) {
 }
 
 /// Connects the CLI to the control plane; adds the `ip6-input` arc when it exists.
-pub fn init(vm: &mut Vlib) {
+///
+/// An error when that arc cannot be added, or a worker did not take it within
+/// [`Vlib::thread_wait`] ([`sluice_graph::GraphError::NotTaken`]): `ip6_next` is set only
+/// here, so going on without it would drop every IPv6 packet of ip-mode memif
+/// (`ip6_no_node`) for good.
+pub fn init(vm: &mut Vlib) -> Result<(), String> {
     sluice_vnet::runconf::register_creator(vm, "memif", api::creator);
     let Some(p) = vm.registry.find(PROCESS) else {
-        return;
+        return Ok(());
     };
     let Some(ctl) = vm.main.node_mut::<MemifProcess>(p).map(|n| n.ctl.clone()) else {
-        return;
+        return Ok(());
     };
     let sh = ctl.lock().unwrap_or_else(|e| e.into_inner()).shared.clone();
     if vm.registry.find("ip6-input").is_some() {
-        if let Ok(n) = vm.add_next_by_name(INPUT, "ip6-input") {
-            let _ = sh.ip6_next.set(n);
-        }
+        let n = vm
+            .add_next_by_name(INPUT, "ip6-input")
+            .map_err(|e| format!("{INPUT} -> ip6-input: {e}"))?;
+        let _ = sh.ip6_next.set(n);
     }
     vm.ext_mut::<MemifMain>().ctl = Some(ctl);
     sluice_vnet::rxq::register_driver(
@@ -479,6 +484,7 @@ pub fn init(vm: &mut Vlib) {
             },
         },
     );
+    Ok(())
 }
 
 /// rx queues: the connected ring count, or the configured one while not connected.

@@ -418,6 +418,52 @@ fn row(out: &mut String, name: &str, r: &Res, base: f64) {
     );
 }
 
+/// `p4_bench --help`.
+const USAGE: &str = "\
+usage: p4_bench [--runs N] [--packets N] [--quick] [--only CASE] [--routes N] [--nexthops N]
+  --runs N        measured runs per case, after a warm-up run (default 5)
+  --packets N     packets per run (default 4000000)
+  --quick         1 route only (no 100k-route table, no load time)
+  --only CASE     one case: `native`, `p4 load` options (e.g. \"mode single no-dual\"),
+                  `load` (load time of --routes const entries) or `l2switch [options]`
+  --routes N      routes for --only (default 1)
+  --nexthops N    next hops the P4 router's routes spread over, 1 to 512 (default 1)
+  -h, --help      this text
+";
+
+/// Reads the arguments into `o`: `Ok(false)` for `--help`, an error naming the argument
+/// that is unknown, lacks its value or has a bad one.
+fn parse_args(mut a: impl Iterator<Item = String>, o: &mut Opts) -> Result<bool, String> {
+    fn num<T: std::str::FromStr>(
+        a: &mut impl Iterator<Item = String>,
+        f: &str,
+    ) -> Result<T, String> {
+        let v = a.next().ok_or_else(|| format!("{f}: missing value"))?;
+        v.parse().map_err(|_| format!("{f}: not a number: {v}"))
+    }
+    while let Some(x) = a.next() {
+        match x.as_str() {
+            "-h" | "--help" => return Ok(false),
+            "--runs" => o.runs = num(&mut a, "--runs")?,
+            "--packets" => o.packets = num(&mut a, "--packets")?,
+            "--quick" => o.quick = true,
+            "--only" => o.only = Some(a.next().ok_or("--only: missing case")?),
+            "--routes" => o.routes = num(&mut a, "--routes")?,
+            "--nexthops" => {
+                let n: usize = num(&mut a, "--nexthops")?;
+                if n > NEXTHOPS_MAX {
+                    return Err(format!(
+                        "--nexthops {n}: at most {NEXTHOPS_MAX} (the size of router.p4's `forward`)"
+                    ));
+                }
+                o.nexthops = n.max(1);
+            }
+            x => return Err(format!("unknown argument {x}")),
+        }
+    }
+    Ok(true)
+}
+
 fn main() {
     let mut o = Opts {
         runs: 5,
@@ -427,39 +473,16 @@ fn main() {
         routes: 1,
         nexthops: 1,
     };
-    let a: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < a.len() {
-        match a[i].as_str() {
-            "--runs" => {
-                i += 1;
-                o.runs = a[i].parse().expect("--runs N");
-            }
-            "--packets" => {
-                i += 1;
-                o.packets = a[i].parse().expect("--packets N");
-            }
-            "--quick" => o.quick = true,
-            "--only" => {
-                i += 1;
-                o.only = Some(a[i].clone());
-            }
-            "--routes" => {
-                i += 1;
-                o.routes = a[i].parse().expect("--routes N");
-            }
-            "--nexthops" => {
-                i += 1;
-                o.nexthops = a[i].parse::<usize>().expect("--nexthops N").max(1);
-                assert!(
-                    o.nexthops <= NEXTHOPS_MAX,
-                    "--nexthops {}: at most {NEXTHOPS_MAX} (the size of router.p4's `forward`)",
-                    o.nexthops
-                );
-            }
-            x => panic!("unknown argument {x}"),
+    match parse_args(std::env::args().skip(1), &mut o) {
+        Ok(true) => {}
+        Ok(false) => {
+            print!("{USAGE}");
+            return;
         }
-        i += 1;
+        Err(e) => {
+            eprint!("p4_bench: {e}\n{USAGE}");
+            std::process::exit(2);
+        }
     }
     let dir = std::env::temp_dir().join(format!("sluice-p4-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

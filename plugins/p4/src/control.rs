@@ -122,6 +122,20 @@ fn graph_error(e: sluice_graph::GraphError) -> P4Error {
     sluice_vnet::error::VnetError::System(e.to_string()).into()
 }
 
+/// A graph change of `p4 load <program>` that failed: [`P4Error::NotTaken`] when worker
+/// threads did not take it in time (the load is not done), else [`graph_error`].
+fn load_error(program: &str, e: sluice_graph::GraphError) -> P4Error {
+    match e {
+        sluice_graph::GraphError::NotTaken { threads, wait } => P4Error::NotTaken {
+            program: program.to_string(),
+            unload: false,
+            threads,
+            wait,
+        },
+        e => graph_error(e),
+    }
+}
+
 /// The index of table `name` of `p` (`control.table`, or a name unique in the program).
 pub fn table_index(p: &Program, name: &str) -> Result<usize, P4Error> {
     p.table(name).map_err(|e| P4Error::named("table", name, e))
@@ -226,7 +240,9 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
     let mut seg_next = Vec::new();
     for k in 0..nodes.len() {
         if k + 1 < nodes.len() {
-            let nx = vm.add_next(nodes[k], nodes[k + 1]).map_err(graph_error)?;
+            let nx = vm
+                .add_next(nodes[k], nodes[k + 1])
+                .map_err(|e| load_error(&name, e))?;
             seg_next.push(Some(nx.0));
         } else {
             seg_next.push(None);
@@ -349,7 +365,22 @@ fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, P
         })
         .nexts(node::P4Next::NAMES)
         .counters(node::P4Counter::DESCS);
-        let i = vm.add_node(reg).map_err(graph_error)?;
+        let i = match vm.add_node(reg) {
+            Ok(i) => i,
+            Err(e) => {
+                // The nodes made before stay (a node cannot be deleted), and so does one the
+                // late threads did not make in time (they make it when they take their
+                // queue): kept in the pool, so that a later load reuses them.
+                let made = matches!(e, sluice_graph::GraphError::NotTaken { .. });
+                if let (true, Ok(i)) = (made, vm.registry.lookup(&nn)) {
+                    out.push(i);
+                }
+                if out.len() > have.len() {
+                    state(vm).pools.insert(name.to_string(), out);
+                }
+                return Err(load_error(name, e));
+            }
+        };
         out.push(i);
     }
     state(vm).pools.insert(name.to_string(), out.clone());

@@ -23,7 +23,9 @@
 //! least [`SPLIT_ENTRIES`] entries, the node runs in stages ([`frame_staged`],
 //! [`stage_pays`]): a few packets ahead of the one it runs, it guesses the first table's
 //! key from the packet's bytes and looks it up, and each packet's pipeline uses the guess
-//! when it was right; `show p4 program` counts those frames on its `staged:` line.
+//! when it was right (a DIR-24-8 of at least [`SPLIT_ENTRIES`] routes: in two passes over
+//! each group of [`GROUP`] packets, the group's guesses looked up four at a time before
+//! any packet runs); `show p4 program` counts those frames on its `staged:` line.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
@@ -627,9 +629,10 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 /// packets' work to complete in.
 pub const STAGE: usize = 4;
 
-/// How far ahead of the packet it runs the staged single node prefetches the first-level
-/// DIR-24-8 entry of a guessed key: the lookup `STAGE` packets ahead then hits.
-pub const FAR: usize = 2 * STAGE;
+/// Packets per group of [`grouped`]'s two passes (a multiple of 4: the lookups go four
+/// at a time).
+pub const GROUP: usize = 32;
+const _: () = assert!(GROUP % 4 == 0);
 
 // The staged loop prefetches `STAGE + 2` packets ahead through the frame's resolved
 // addresses, which hold `SCRATCH_AHEAD` entries past its end.
@@ -660,50 +663,23 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     let big = table.is_some_and(|t| t.recs_in_use() >= SPLIT_ENTRIES);
     // A DIR-24-8 looked up directly (its shared read side, so the lookup borrows nothing
     // the packets change), any other index through the table.
-    // A DIR-24-8 of many routes also misses its first level at `STAGE` packets ahead:
-    // its first-level entries are prefetched `FAR` ahead (with few routes their lines
-    // stay in cache, and the extra guess only costs: 1 route, P4 node +3 clk/pkt).
+    // A DIR-24-8 of many routes misses its first level too, and a lookup `STAGE` packets
+    // ahead is a chain of dependent misses: such a table is looked up a group of
+    // `GROUP` packets at a time, four lookups interleaved ([`grouped`]); with few routes
+    // the lines stay in cache and the one pass costs less.
     match table
         .and_then(|t| t.lpm32())
         .map(|l| (l.len() >= SPLIT_ENTRIES, l.table().clone()))
     {
-        Some((false, l)) => pipelined::<G>(
-            cx,
-            ts,
-            sh,
-            frame,
-            nexts,
-            first,
-            big,
-            |_, k| l.lookup(k as u32),
-            None::<fn(u64)>,
-        ),
-        Some((true, l)) => pipelined::<G>(
-            cx,
-            ts,
-            sh,
-            frame,
-            nexts,
-            first,
-            big,
-            |_, k| l.lookup(k as u32),
-            Some(|k: u64| l.prefetch(k as u32)),
-        ),
-        None => pipelined::<G>(
-            cx,
-            ts,
-            sh,
-            frame,
-            nexts,
-            first,
-            big,
-            |ts, k| {
-                first
-                    .and_then(|t| ts.tables.get(t))
-                    .and_then(|t| t.lookup64(k))
-            },
-            None::<fn(u64)>,
-        ),
+        Some((false, l)) => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |_, k| {
+            l.lookup(k as u32)
+        }),
+        Some((true, l)) => grouped::<G>(cx, ts, sh, frame, nexts, first, big, |k| l.lookup_x4(k)),
+        None => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |ts, k| {
+            first
+                .and_then(|t| ts.tables.get(t))
+                .and_then(|t| t.lookup64(k))
+        }),
     }
 }
 
@@ -719,7 +695,6 @@ fn pipelined<G: crate::gen::rt::Generated>(
     first: Option<usize>,
     big: bool,
     look: impl Fn(&ThreadState, u64) -> Option<u32>,
-    far: Option<impl Fn(u64)>,
 ) {
     let arena = cx.arena();
     let now = (cx.now_secs() * 1e9) as u64;
@@ -746,26 +721,7 @@ fn pipelined<G: crate::gen::rt::Generated>(
     };
     let packets = nexts.iter_mut().zip(frame);
     stage_ring!(ts, guess, None, packets, |i, (nx, &bi), pre| {
-        // Past the frame's end the addresses repeat the last packet's (`SCRATCH_AHEAD`
-        // of them; the index is held at the frame's length, whose entry is the last
-        // packet's again).
-        if far.is_some() {
-            addrs.prefetch((i + FAR + 2).min(frame.len()), true);
-        } else {
-            addrs.prefetch(i + STAGE + 2, true);
-        }
-        // The first-level entry of packet `i + FAR`'s guessed key, so the lookup at
-        // `i + STAGE` (the guess) finds it in cache.
-        if let Some(far) = &far {
-            if let Some(&bi) = frame.get(i + FAR) {
-                // SAFETY: as above (`i + FAR` is below the frame's length); this view
-                // ends before any other is made.
-                let b = unsafe { arena.buffer_at(addrs, i + FAR, bi) };
-                if let Some(k) = G::key_guess_buf(&b) {
-                    far(k);
-                }
-            }
-        }
+        addrs.prefetch(i + STAGE + 2, true);
     } {
         // SAFETY: as above; one view at a time.
         let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
@@ -777,6 +733,87 @@ fn pipelined<G: crate::gen::rt::Generated>(
     cx.put_frame_scratch(scratch);
     sent.count(cx);
 }
+
+/// [`frame_staged`] on a DIR-24-8 first table of many routes (`look4`, four lookups at
+/// once), in two passes over each group of [`GROUP`] packets: every packet's key guessed
+/// from its bytes, then the group's lookups four at a time (their first-level misses
+/// overlap, and all of them are issued before any is used) and, for a `big` table, a
+/// prefetch of each hit's record; then each packet's pipeline on its guess, its buffer
+/// still in cache from the first pass.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn grouped<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+    first: Option<usize>,
+    big: bool,
+    look4: impl Fn([u32; 4]) -> [Option<u32>; 4],
+) {
+    let arena = cx.arena();
+    let now = (cx.now_secs() * 1e9) as u64;
+    let mut sent = Sent::default();
+    // The frame's buffer addresses, resolved once and checked there (as `pipelined`).
+    let mut scratch = cx.take_frame_scratch();
+    let addrs = &mut scratch.addrs;
+    arena.resolve(frame, SCRATCH_AHEAD, addrs);
+    let addrs = &*addrs;
+    // A group's keys, whether each packet has one, and their lookups. The last group's
+    // entries past its packets are stale: looked up, never used.
+    let mut keys = [0u64; GROUP];
+    let mut has = [false; GROUP];
+    let mut ids = [None; GROUP];
+    for (c, (fc, nc)) in frame.chunks(GROUP).zip(nexts.chunks_mut(GROUP)).enumerate() {
+        let at = c * GROUP;
+        for (j, ((k, h), &bi)) in keys.iter_mut().zip(&mut has).zip(fc).enumerate() {
+            // Held at the frame's length, whose resolved entry repeats the last packet's.
+            addrs.prefetch((at + j + AHEAD).min(frame.len()), true);
+            // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs`
+            // above (`at + j` is below the frame's length); this view ends before any
+            // other is made.
+            let b = unsafe { arena.buffer_at(addrs, at + j, bi) };
+            let g = G::key_guess_buf(&b);
+            *h = g.is_some();
+            *k = g.unwrap_or(0);
+        }
+        for (o, k) in ids
+            .chunks_exact_mut(4)
+            .zip(keys.chunks_exact(4))
+            .take(fc.len().div_ceil(4))
+        {
+            o.copy_from_slice(&look4([k[0], k[1], k[2], k[3]].map(|x| x as u32)));
+        }
+        if big {
+            if let Some(t) = first.and_then(|t| ts.tables.get(t)) {
+                for &id in &ids[..fc.len()] {
+                    t.prefetch_rec(id);
+                }
+            }
+        }
+        for (j, ((nx, &bi), (&k, (&h, &id)))) in nc
+            .iter_mut()
+            .zip(fc)
+            .zip(keys.iter().zip(has.iter().zip(&ids)))
+            .enumerate()
+        {
+            // SAFETY: as above; one view at a time.
+            let mut b = unsafe { arena.buffer_at(addrs, at + j, bi) };
+            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
+            let pre = h.then_some((k, id));
+            let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, pre);
+            parse_count(cx, pe);
+            *nx = sent.next(cx, &mut b, o);
+        }
+    }
+    cx.put_frame_scratch(scratch);
+    sent.count(cx);
+}
+
+/// How far ahead [`grouped`]'s first pass prefetches buffers.
+const AHEAD: usize = 4;
+const _: () = assert!(AHEAD < SCRATCH_AHEAD);
 
 /// The staged loop's order ([`frame_staged`]): `guess($s, j)` for packets `0..STAGE`
 /// first (into a ring of `STAGE` slots, each starting as `$none`), then for each packet

@@ -748,12 +748,20 @@ fn load_and_unload_name_a_worker_that_does_not_take_them() {
         .collect();
     let loaded = sluice_p4::control::over_threads(
         &mut vm,
-        ids,
+        ids.clone(),
         0usize,
         |a: &mut usize, _, _: &mut sluice_p4::node::NodeState| *a += 1,
         |a, b| *a += b,
     );
     assert_eq!(loaded.unwrap(), 0, "program states left on the threads");
+    // `e''s node, made while the worker was late (`GraphError::NotTaken`), is reused by
+    // the next load of that name (not made again: a duplicate node).
+    std::fs::write(&file, TWO_TS).unwrap();
+    t.execute(&mut vm, &format!("p4 load {} name e", file.display()))
+        .expect("`e' loads once the worker answers");
+    assert_eq!(prog(&mut vm, "e").unwrap(), [ids[1]]);
+    std::fs::remove_file(&file).unwrap();
+    t.execute(&mut vm, "p4 unload e").unwrap();
     vm.stop_workers();
     assert_eq!(vm.pool.stats().in_use, 0);
 }

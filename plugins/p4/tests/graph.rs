@@ -155,6 +155,11 @@ fn ip4_frame(
 }
 
 /// Both pipelines configured with the same routes; returns (outputs, drops) of each.
+/// Routes longer than /24 go via a second next hop (another destination MAC), so that a
+/// packet taking its /24 instead differs. A packet `(dst, ttl, bad, len, other)` with `bad`
+/// has a wrong header checksum; with `bad` and `len` 0 it is cut in its IPv4 header, with
+/// `bad` and `len` 1 its header has a malformed option (dropped by both: `bad_options`,
+/// `ihl != 5`) and a right checksum.
 fn compare(
     routes: &[(u32, u8)],
     pkts: &[(u32, u8, bool, usize, bool)],
@@ -175,13 +180,16 @@ fn compare_show(
     cli(&mut nv, &nt, "set interface ip address pg0 10.0.0.1/24");
     cli(&mut nv, &nt, "set interface ip address pg1 10.0.1.1/24");
     cli(&mut nv, &nt, "ip neighbor pg1 10.0.1.2 02:00:00:00:01:02");
+    cli(&mut nv, &nt, "ip neighbor pg1 10.0.1.3 02:00:00:00:01:03");
+    let nhop = |l: u8| if l > 24 { "10.0.1.3" } else { "10.0.1.2" };
     for &(p, l) in routes {
         cli(
             &mut nv,
             &nt,
             &format!(
-                "ip route add {}/{l} via 10.0.1.2",
-                std::net::Ipv4Addr::from(p)
+                "ip route add {}/{l} via {}",
+                std::net::Ipv4Addr::from(p),
+                nhop(l)
             ),
         );
     }
@@ -198,16 +206,19 @@ fn compare_show(
             &mut pv,
             &pt,
             &format!(
-                "p4 table add r ipv4_lpm set_nhop key {}/{l} param 10.0.1.2 {pg1}",
-                std::net::Ipv4Addr::from(p)
+                "p4 table add r ipv4_lpm set_nhop key {}/{l} param {} {pg1}",
+                std::net::Ipv4Addr::from(p),
+                nhop(l)
             ),
         );
     }
-    cli(
-        &mut pv,
-        &pt,
-        "p4 table add r forward set_dmac key 10.0.1.2 param 02:00:00:00:01:02",
-    );
+    for h in [2, 3] {
+        cli(
+            &mut pv,
+            &pt,
+            &format!("p4 table add r forward set_dmac key 10.0.1.{h} param 02:00:00:00:01:0{h}"),
+        );
+    }
     let m = mac_of(&pv, "pg1");
     let ms: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
     cli(
@@ -233,6 +244,16 @@ fn compare_show(
             );
             if len == 0 && bad {
                 f.truncate(14 + 12); // truncated IPv4 header
+            }
+            if len == 1 && bad {
+                // A 24-byte header whose option (a timestamp) says it is 1 byte long.
+                f.splice(34..34, [0x44, 0x01, 0, 0]);
+                f[14] = 0x46;
+                let tl = u16::from_be_bytes([f[16], f[17]]) + 4;
+                f[16..18].copy_from_slice(&tl.to_be_bytes());
+                f[24..26].fill(0);
+                let c = sluice_wire::checksum::internet_checksum(&f[14..38]);
+                f[24..26].copy_from_slice(&c.to_be_bytes());
             }
             f
         })
@@ -377,29 +398,35 @@ fn auto_splits_at_a_large_second_table() {
 
 /// The single node runs in stages (`node::frame_staged`: each packet's first-table key
 /// guessed and looked up `node::STAGE` packets ahead, then its pipeline on that guess,
-/// in one pass; with the large table the key's first-level entry also prefetched
-/// `node::FAR` ahead, the frame longer than that), with a large first table and
-/// a small one: byte-identical to the native path over more packets than one stage holds,
-/// and `show p4 program` counts the staged frames.
+/// in one pass; with the large table two passes over each group of `node::GROUP`
+/// packets, the frame two groups and a part of one), with a large first table and a small
+/// one: byte-identical to the native path over more packets than one stage holds, and
+/// `show p4 program` counts the staged frames. The large table has routes longer than /24
+/// inside /24s the packets hit (the second level of `Ip4Table::lookup_x4`), and a packet
+/// guessed but not looked up (IPv4 with options: `ihl != 5`).
 #[test]
 fn single_node_in_stages_matches_native() {
     let pkts = [
-        (0x1401_0203, 64, false, 18, false),
-        (0x1400_0a01, 2, false, 100, false),
+        (0x1401_0203, 64, false, 18, false), // its /32
+        (0x1400_0a01, 2, false, 100, false), // its /24, a /25 beside it
+        (0x1400_0a81, 64, false, 18, false), // the /25
         (0x2800_0001, 64, false, 18, false), // no route
         (0x1401_0203, 64, true, 18, false),  // bad checksum
         (0x1401_0203, 64, true, 0, false),   // truncated
+        (0x1401_0203, 64, true, 1, false),   // an option
         (0x1401_0203, 64, false, 18, true),  // not IPv4
         (0x140f_0001, 9, false, 1, false),
+        (0x1401_0204, 64, false, 18, false), // the /24 of the /32
     ];
     let pkts: Vec<_> = pkts
         .iter()
         .cycle()
-        .take(3 * sluice_p4::node::STAGE + 5)
+        .take((3 * sluice_p4::node::STAGE).max(2 * sluice_p4::node::GROUP) + 5)
         .copied()
         .collect();
     let big: Vec<(u32, u8)> = (0..sluice_p4::node::SPLIT_ENTRIES as u32)
         .map(|i| (0x1400_0000 + (i << 8), 24))
+        .chain([(0x1401_0203, 32), (0x1400_0a80, 25)])
         .collect();
     let (fwd, drop, show) = compare_show(&big, &pkts, "single");
     assert!(fwd > sluice_p4::node::STAGE && drop > 0, "{fwd} {drop}");
