@@ -555,6 +555,31 @@ impl Array {
         MAX_PROBE.min(self.buckets.len())
     }
 
+    /// Reader: [`Array::get_from`] with its first bucket inline and the rest (a bucket
+    /// changed while read, an overflowed home) out of line: a hit in its home bucket or a miss
+    /// in a home that never overflowed — nearly every lookup at this load — runs no probe
+    /// loop and keeps fewer values live in the caller.
+    #[inline(always)]
+    fn get_home(&self, key: u64, b: usize) -> Option<u64> {
+        let bk = &self.buckets[b];
+        let m = bk.meta.load(Ordering::Acquire);
+        let v = bk
+            .slot_of(key, m)
+            .map(|i| bk.values[i].load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if bk.meta.load(Ordering::Relaxed) == m && (v.is_some() || overflow(m) == 0) {
+            return v;
+        }
+        self.get_cold(key, b)
+    }
+
+    /// [`Array::get_home`]'s slow path: the whole lookup again.
+    #[cold]
+    #[inline(never)]
+    fn get_cold(&self, key: u64, b: usize) -> Option<u64> {
+        self.get_from(key, b, self.buckets[b].meta.load(Ordering::Acquire))
+    }
+
     /// Reader: looks `key` up starting at bucket `b`, whose `meta` was loaded (acquire) as `m`.
     #[inline(always)]
     fn get_from(&self, key: u64, home: usize, mut m: u64) -> Option<u64> {
@@ -822,9 +847,7 @@ impl Snapshot<'_> {
     /// what the key's real home would, never another key's value.)
     #[inline(always)]
     pub fn get(&self, key: u64, home: Home) -> Option<u64> {
-        let b = home.0 as usize & self.a.mask;
-        self.a
-            .get_from(key, b, self.a.buckets[b].meta.load(Ordering::Acquire))
+        self.a.get_home(key, home.0 as usize & self.a.mask)
     }
 }
 
