@@ -614,7 +614,11 @@ impl Array {
 
     /// Writer: where `key` is: (home, bucket, slot, distance from home).
     fn find(&self, key: u64) -> Option<(usize, usize, usize, usize)> {
-        let home = self.home(key);
+        self.find_from(key, self.home(key))
+    }
+
+    /// Writer: [`Array::find`] with `key`'s home computed already.
+    fn find_from(&self, key: u64, home: usize) -> Option<(usize, usize, usize, usize)> {
         for d in 0..self.probe_limit() {
             let b = self.at(home, d);
             let bk = &self.buckets[b];
@@ -632,7 +636,11 @@ impl Array {
     /// Writer: stores a key known to be absent; its distance from home, or `None` if the
     /// probe window is full (nothing changed then).
     fn place(&self, key: u64, value: u64) -> Option<usize> {
-        let home = self.home(key);
+        self.place_from(key, value, self.home(key))
+    }
+
+    /// Writer: [`Array::place`] with `key`'s home computed already.
+    fn place_from(&self, key: u64, value: u64, home: usize) -> Option<usize> {
         for d in 0..self.probe_limit() {
             let b = self.at(home, d);
             let bk = &self.buckets[b];
@@ -1024,23 +1032,44 @@ impl Bihash {
         key: u64,
         value: u64,
     ) -> Result<Option<u64>, BihashError> {
+        self.insert_unless(epochs, key, value, |_| false)
+    }
+
+    /// Adds `key`, or replaces its value unless `keep` says to keep the old one; returns the
+    /// old value (kept or replaced). One hash of `key` (a `get` then an `insert` hash it
+    /// three times) unless the array is rebuilt on the way.
+    pub fn insert_unless(
+        &mut self,
+        epochs: &Epochs,
+        key: u64,
+        value: u64,
+        keep: impl FnOnce(u64) -> bool,
+    ) -> Result<Option<u64>, BihashError> {
         self.reclaim(epochs);
-        if let Some((_, b, i, _)) = self.cur.find(key) {
+        let home = self.cur.home(key);
+        if let Some((_, b, i, _)) = self.cur.find_from(key, home) {
             let slot = &self.cur.buckets[b].values[i];
             let old = slot.load(Ordering::Relaxed);
-            slot.store(value, Ordering::Release);
+            if !keep(old) {
+                slot.store(value, Ordering::Release);
+            }
             return Ok(Some(old));
         }
+        // `home` holds until the array is rebuilt (a new size or a new hash key).
+        let mut home = Some(home);
         if self.len >= self.max_entries {
             return Err(BihashError::EntryLimit(self.max_entries));
         }
         if self.len >= self.capacity() && self.buckets() < MAX_BUCKETS {
             // Best effort: if the bigger array cannot be had, keep filling this one.
-            let _ = self.rebuild(epochs, self.buckets() * 2);
+            if self.rebuild(epochs, self.buckets() * 2).is_ok() {
+                home = None;
+            }
         }
         let mut tries = 0;
         loop {
-            if let Some(d) = self.cur.place(key, value) {
+            let h = home.unwrap_or_else(|| self.cur.home(key));
+            if let Some(d) = self.cur.place_from(key, value, h) {
                 self.max_probe = self.max_probe.max(d + 1);
                 self.len += 1;
                 return Ok(None);
@@ -1055,6 +1084,7 @@ impl Bihash {
                 return Err(BihashError::MaxSize);
             }
             self.rebuild(epochs, target)?;
+            home = None;
         }
     }
 
@@ -1451,6 +1481,54 @@ mod tests {
             h.insert(&e, mix(i), i).unwrap();
         }
         assert_eq!(h.resizes(), 0);
+    }
+
+    #[test]
+    fn insert_unless_keeps_or_replaces_across_resizes() {
+        let e = Epochs::new(1);
+        let mut h = Bihash::new();
+        // Odd values are "static": never replaced.
+        for i in 0..50_000u64 {
+            assert_eq!(
+                h.insert_unless(&e, mix(i), i << 1 | (i & 1), |_| true),
+                Ok(None)
+            );
+        }
+        assert!(h.resizes() >= 8);
+        for i in 0..50_000u64 {
+            let old = i << 1 | (i & 1);
+            let r = h.insert_unless(&e, mix(i), 7 << 40 | i << 1, |v| v & 1 != 0);
+            assert_eq!(r, Ok(Some(old)));
+        }
+        // Each key once more, new ones interleaved (which grow the array again).
+        for i in 0..100_000u64 {
+            let want = if i >= 50_000 {
+                None
+            } else if i & 1 != 0 {
+                Some(i << 1 | 1)
+            } else {
+                Some(7 << 40 | i << 1)
+            };
+            assert_eq!(h.insert_unless(&e, mix(i), 9, |v| v & 1 != 0), Ok(want));
+        }
+        assert_eq!(h.len(), 100_000);
+        // SAFETY: no other thread; the table is not written while `s` is used.
+        let s = unsafe { h.table().snapshot() };
+        let mut overflowed = 0;
+        for i in 0..100_000u64 {
+            let k = mix(i);
+            let want = if i < 50_000 && i & 1 != 0 {
+                i << 1 | 1
+            } else {
+                9
+            };
+            assert_eq!(s.get(k, s.home_only(k)), Some(want));
+            assert_eq!(s.get(!k, s.home_only(!k)), None);
+            let b = s.home_only(k).0 as usize & s.a.mask;
+            overflowed += (overflow(s.a.buckets[b].meta.load(Ordering::Relaxed)) != 0) as u32;
+        }
+        // Some lookups went past their home bucket (`get_home`'s slow path).
+        assert!(overflowed > 0);
     }
 
     #[test]

@@ -24,10 +24,10 @@ impl L2Control {
         let n = ev.len();
         let stamp = (now - self.started).max(0.0) as u32;
         for &(k, rx) in &ev {
-            if self.fib.get(k).is_some_and(|v| v & STATIC != 0) {
-                continue;
-            }
-            let _ = self.fib.insert(&ep, k, value(rx, false, stamp));
+            // A static entry is kept; one hash of the key per event.
+            let _ = self
+                .fib
+                .insert_unless(&ep, k, value(rx, false, stamp), |v| v & STATIC != 0);
         }
         self.fib.reclaim(&ep);
         ev.clear();
