@@ -1500,17 +1500,23 @@ mod tests {
             let r = h.insert_unless(&e, mix(i), 7 << 40 | i << 1, |v| v & 1 != 0);
             assert_eq!(r, Ok(Some(old)));
         }
-        // Each key once more, new ones interleaved (which grow the array again).
-        for i in 0..100_000u64 {
-            let want = if i >= 50_000 {
-                None
-            } else if i & 1 != 0 {
-                Some(i << 1 | 1)
+        // Each key once more, a new key inserted after each (which grows the array between
+        // updates: an update after a rebuild hashes into the new array).
+        let before = h.resizes();
+        for j in 0..50_000u64 {
+            let want = if j & 1 != 0 {
+                j << 1 | 1
             } else {
-                Some(7 << 40 | i << 1)
+                7 << 40 | j << 1
             };
-            assert_eq!(h.insert_unless(&e, mix(i), 9, |v| v & 1 != 0), Ok(want));
+            assert_eq!(
+                h.insert_unless(&e, mix(j), 9, |v| v & 1 != 0),
+                Ok(Some(want))
+            );
+            let n = j + 50_000;
+            assert_eq!(h.insert_unless(&e, mix(n), 9, |_| true), Ok(None));
         }
+        assert!(h.resizes() > before, "the array grew during the updates");
         assert_eq!(h.len(), 100_000);
         // SAFETY: no other thread; the table is not written while `s` is used.
         let s = unsafe { h.table().snapshot() };
@@ -1933,6 +1939,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Insert(u64, u64),
+        /// `insert_unless` keeping an odd old value.
+        InsertUnless(u64, u64),
         Remove(u64),
         Lookup(u64),
     }
@@ -1947,6 +1955,7 @@ mod tests {
         ];
         prop_oneof![
             5 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            3 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::InsertUnless(k, v)),
             3 => key.clone().prop_map(Op::Remove),
             2 => key.prop_map(Op::Lookup),
         ]
@@ -1962,6 +1971,13 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(k, v) => prop_assert_eq!(h.insert(&e, k, v), Ok(model.insert(k, v))),
+                    Op::InsertUnless(k, v) => {
+                        let old = model.get(&k).copied();
+                        if old.is_none_or(|o| o & 1 == 0) {
+                            model.insert(k, v);
+                        }
+                        prop_assert_eq!(h.insert_unless(&e, k, v, |o| o & 1 != 0), Ok(old));
+                    }
                     Op::Remove(k) => prop_assert_eq!(h.remove(&e, k), model.remove(&k)),
                     Op::Lookup(k) => {
                         prop_assert_eq!(h.get(k), model.get(&k).copied());
@@ -2008,25 +2024,36 @@ mod tests {
                 keys.clone(),
             );
             std::thread::spawn(move || {
-                let mut hits = 0u64;
+                let (mut hits, mut snap_hits) = (0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
-                    for c in keys.chunks_exact(4) {
-                        let ks = [c[0], c[1], c[2], c[3]];
-                        let r = t.lookup_x4(ks);
-                        let mut many = [None; 4];
-                        t.lookup_many(&ks, &mut many);
-                        for ((&k, x4), m) in ks.iter().zip(r).zip(many) {
-                            assert!(m.is_none() || m == Some(vc(k)), "many {k:#x}: {m:x?}");
-                            let v = t.lookup(k);
-                            assert!(v.is_none() || v == Some(vc(k)), "{k:#x}: {v:x?}");
-                            assert!(x4.is_none() || x4 == Some(vc(k)), "x4 {k:#x}: {x4:x?}");
-                            hits += v.is_some() as u64;
+                    {
+                        // One snapshot a pass, dropped before the quiescent point: its
+                        // `get` reads home buckets the writer rewrites meanwhile (so
+                        // `get_home`'s "meta changed" way to `get_cold` runs too).
+                        // SAFETY: no quiescent point while `s` is in use.
+                        let s = unsafe { t.snapshot() };
+                        for c in keys.chunks_exact(4) {
+                            let ks = [c[0], c[1], c[2], c[3]];
+                            let homes = ks.map(|k| s.home(k));
+                            let r = t.lookup_x4(ks);
+                            let mut many = [None; 4];
+                            t.lookup_many(&ks, &mut many);
+                            for (((&k, x4), m), h) in ks.iter().zip(r).zip(many).zip(homes) {
+                                assert!(m.is_none() || m == Some(vc(k)), "many {k:#x}: {m:x?}");
+                                let v = t.lookup(k);
+                                assert!(v.is_none() || v == Some(vc(k)), "{k:#x}: {v:x?}");
+                                assert!(x4.is_none() || x4 == Some(vc(k)), "x4 {k:#x}: {x4:x?}");
+                                let g = s.get(k, h);
+                                assert!(g.is_none() || g == Some(vc(k)), "get {k:#x}: {g:x?}");
+                                hits += v.is_some() as u64;
+                                snap_hits += g.is_some() as u64;
+                            }
                         }
                     }
                     e.quiesce(1);
                 }
                 e.offline(1);
-                hits
+                (hits, snap_hits)
             })
         };
         let start = std::time::Instant::now();
@@ -2040,8 +2067,8 @@ mod tests {
             }
         }
         stop.store(true, Ordering::Relaxed);
-        let hits = reader.join().expect("reader panicked");
-        assert!(hits > 0);
+        let (hits, snap_hits) = reader.join().expect("reader panicked");
+        assert!(hits > 0 && snap_hits > 0);
         assert_eq!(h.resizes(), 0);
     }
 
@@ -2072,26 +2099,37 @@ mod tests {
             std::thread::spawn(move || {
                 let (mut passes, mut churn_hits, mut j) = (0u64, 0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
-                    for c in fixed.chunks_exact(4) {
-                        let keys = [c[0], c[1], c[2], c[3]];
-                        let r = t.lookup_x4(keys);
-                        for (&k, x4) in keys.iter().zip(r) {
-                            let v = t.lookup(k);
-                            assert!(v == Some(va(k)) || v == Some(vb(k)), "{k:#x}: {v:x?}");
-                            assert!(x4 == Some(va(k)) || x4 == Some(vb(k)), "x4 {k:#x}");
+                    {
+                        // One snapshot a pass (held across the writer's rebuilds: it reads
+                        // the old array then, which must still hold every fixed key),
+                        // dropped before the quiescent point.
+                        // SAFETY: no quiescent point while `s` is in use.
+                        let s = unsafe { t.snapshot() };
+                        for c in fixed.chunks_exact(4) {
+                            let keys = [c[0], c[1], c[2], c[3]];
+                            let r = t.lookup_x4(keys);
+                            for (&k, x4) in keys.iter().zip(r) {
+                                let v = t.lookup(k);
+                                assert!(v == Some(va(k)) || v == Some(vb(k)), "{k:#x}: {v:x?}");
+                                assert!(x4 == Some(va(k)) || x4 == Some(vb(k)), "x4 {k:#x}");
+                                let g = s.get(k, s.home_only(k));
+                                assert!(g == Some(va(k)) || g == Some(vb(k)), "get {k:#x}");
+                            }
                         }
-                    }
-                    for _ in 0..64 {
-                        let keys: [u64; 4] = std::array::from_fn(|i| {
-                            mix(CHURN_BASE + (j * 4 + i as u64) * 7919 % CHURN_SPAN)
-                        });
-                        j += 1;
-                        let r = t.lookup_x4(keys);
-                        for (&k, x4) in keys.iter().zip(r) {
-                            let v = t.lookup(k);
-                            assert!(v.is_none() || v == Some(vc(k)), "{k:#x}: {v:x?}");
-                            assert!(x4.is_none() || x4 == Some(vc(k)), "x4 {k:#x}: {x4:x?}");
-                            churn_hits += v.is_some() as u64;
+                        for _ in 0..64 {
+                            let keys: [u64; 4] = std::array::from_fn(|i| {
+                                mix(CHURN_BASE + (j * 4 + i as u64) * 7919 % CHURN_SPAN)
+                            });
+                            j += 1;
+                            let r = t.lookup_x4(keys);
+                            for (&k, x4) in keys.iter().zip(r) {
+                                let v = t.lookup(k);
+                                assert!(v.is_none() || v == Some(vc(k)), "{k:#x}: {v:x?}");
+                                assert!(x4.is_none() || x4 == Some(vc(k)), "x4 {k:#x}: {x4:x?}");
+                                let g = s.get(k, s.home_only(k));
+                                assert!(g.is_none() || g == Some(vc(k)), "get {k:#x}: {g:x?}");
+                                churn_hits += v.is_some() as u64;
+                            }
                         }
                     }
                     e.quiesce(1);
