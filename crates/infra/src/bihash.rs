@@ -555,6 +555,31 @@ impl Array {
         MAX_PROBE.min(self.buckets.len())
     }
 
+    /// Reader: [`Array::get_from`] with its first bucket inline and the rest (a bucket
+    /// changed while read, an overflowed home) out of line: a hit in its home bucket or a miss
+    /// in a home that never overflowed — nearly every lookup at this load — runs no probe
+    /// loop and keeps fewer values live in the caller.
+    #[inline(always)]
+    fn get_home(&self, key: u64, b: usize) -> Option<u64> {
+        let bk = &self.buckets[b];
+        let m = bk.meta.load(Ordering::Acquire);
+        let v = bk
+            .slot_of(key, m)
+            .map(|i| bk.values[i].load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if bk.meta.load(Ordering::Relaxed) == m && (v.is_some() || overflow(m) == 0) {
+            return v;
+        }
+        self.get_cold(key, b)
+    }
+
+    /// [`Array::get_home`]'s slow path: the whole lookup again.
+    #[cold]
+    #[inline(never)]
+    fn get_cold(&self, key: u64, b: usize) -> Option<u64> {
+        self.get_from(key, b, self.buckets[b].meta.load(Ordering::Acquire))
+    }
+
     /// Reader: looks `key` up starting at bucket `b`, whose `meta` was loaded (acquire) as `m`.
     #[inline(always)]
     fn get_from(&self, key: u64, home: usize, mut m: u64) -> Option<u64> {
@@ -589,7 +614,11 @@ impl Array {
 
     /// Writer: where `key` is: (home, bucket, slot, distance from home).
     fn find(&self, key: u64) -> Option<(usize, usize, usize, usize)> {
-        let home = self.home(key);
+        self.find_from(key, self.home(key))
+    }
+
+    /// Writer: [`Array::find`] with `key`'s home computed already.
+    fn find_from(&self, key: u64, home: usize) -> Option<(usize, usize, usize, usize)> {
         for d in 0..self.probe_limit() {
             let b = self.at(home, d);
             let bk = &self.buckets[b];
@@ -607,7 +636,11 @@ impl Array {
     /// Writer: stores a key known to be absent; its distance from home, or `None` if the
     /// probe window is full (nothing changed then).
     fn place(&self, key: u64, value: u64) -> Option<usize> {
-        let home = self.home(key);
+        self.place_from(key, value, self.home(key))
+    }
+
+    /// Writer: [`Array::place`] with `key`'s home computed already.
+    fn place_from(&self, key: u64, value: u64, home: usize) -> Option<usize> {
         for d in 0..self.probe_limit() {
             let b = self.at(home, d);
             let bk = &self.buckets[b];
@@ -822,9 +855,7 @@ impl Snapshot<'_> {
     /// what the key's real home would, never another key's value.)
     #[inline(always)]
     pub fn get(&self, key: u64, home: Home) -> Option<u64> {
-        let b = home.0 as usize & self.a.mask;
-        self.a
-            .get_from(key, b, self.a.buckets[b].meta.load(Ordering::Acquire))
+        self.a.get_home(key, home.0 as usize & self.a.mask)
     }
 }
 
@@ -1001,23 +1032,44 @@ impl Bihash {
         key: u64,
         value: u64,
     ) -> Result<Option<u64>, BihashError> {
+        self.insert_unless(epochs, key, value, |_| false)
+    }
+
+    /// Adds `key`, or replaces its value unless `keep` says to keep the old one; returns the
+    /// old value (kept or replaced). One hash of `key` (a `get` then an `insert` hash it
+    /// three times) unless the array is rebuilt on the way.
+    pub fn insert_unless(
+        &mut self,
+        epochs: &Epochs,
+        key: u64,
+        value: u64,
+        keep: impl FnOnce(u64) -> bool,
+    ) -> Result<Option<u64>, BihashError> {
         self.reclaim(epochs);
-        if let Some((_, b, i, _)) = self.cur.find(key) {
+        let home = self.cur.home(key);
+        if let Some((_, b, i, _)) = self.cur.find_from(key, home) {
             let slot = &self.cur.buckets[b].values[i];
             let old = slot.load(Ordering::Relaxed);
-            slot.store(value, Ordering::Release);
+            if !keep(old) {
+                slot.store(value, Ordering::Release);
+            }
             return Ok(Some(old));
         }
+        // `home` holds until the array is rebuilt (a new size or a new hash key).
+        let mut home = Some(home);
         if self.len >= self.max_entries {
             return Err(BihashError::EntryLimit(self.max_entries));
         }
         if self.len >= self.capacity() && self.buckets() < MAX_BUCKETS {
             // Best effort: if the bigger array cannot be had, keep filling this one.
-            let _ = self.rebuild(epochs, self.buckets() * 2);
+            if self.rebuild(epochs, self.buckets() * 2).is_ok() {
+                home = None;
+            }
         }
         let mut tries = 0;
         loop {
-            if let Some(d) = self.cur.place(key, value) {
+            let h = home.unwrap_or_else(|| self.cur.home(key));
+            if let Some(d) = self.cur.place_from(key, value, h) {
                 self.max_probe = self.max_probe.max(d + 1);
                 self.len += 1;
                 return Ok(None);
@@ -1032,6 +1084,7 @@ impl Bihash {
                 return Err(BihashError::MaxSize);
             }
             self.rebuild(epochs, target)?;
+            home = None;
         }
     }
 
@@ -1428,6 +1481,60 @@ mod tests {
             h.insert(&e, mix(i), i).unwrap();
         }
         assert_eq!(h.resizes(), 0);
+    }
+
+    #[test]
+    fn insert_unless_keeps_or_replaces_across_resizes() {
+        let e = Epochs::new(1);
+        let mut h = Bihash::new();
+        // Odd values are "static": never replaced.
+        for i in 0..50_000u64 {
+            assert_eq!(
+                h.insert_unless(&e, mix(i), i << 1 | (i & 1), |_| true),
+                Ok(None)
+            );
+        }
+        assert!(h.resizes() >= 8);
+        for i in 0..50_000u64 {
+            let old = i << 1 | (i & 1);
+            let r = h.insert_unless(&e, mix(i), 7 << 40 | i << 1, |v| v & 1 != 0);
+            assert_eq!(r, Ok(Some(old)));
+        }
+        // Each key once more, a new key inserted after each (which grows the array between
+        // updates: an update after a rebuild hashes into the new array).
+        let before = h.resizes();
+        for j in 0..50_000u64 {
+            let want = if j & 1 != 0 {
+                j << 1 | 1
+            } else {
+                7 << 40 | j << 1
+            };
+            assert_eq!(
+                h.insert_unless(&e, mix(j), 9, |v| v & 1 != 0),
+                Ok(Some(want))
+            );
+            let n = j + 50_000;
+            assert_eq!(h.insert_unless(&e, mix(n), 9, |_| true), Ok(None));
+        }
+        assert!(h.resizes() > before, "the array grew during the updates");
+        assert_eq!(h.len(), 100_000);
+        // SAFETY: no other thread; the table is not written while `s` is used.
+        let s = unsafe { h.table().snapshot() };
+        let mut overflowed = 0;
+        for i in 0..100_000u64 {
+            let k = mix(i);
+            let want = if i < 50_000 && i & 1 != 0 {
+                i << 1 | 1
+            } else {
+                9
+            };
+            assert_eq!(s.get(k, s.home_only(k)), Some(want));
+            assert_eq!(s.get(!k, s.home_only(!k)), None);
+            let b = s.home_only(k).0 as usize & s.a.mask;
+            overflowed += (overflow(s.a.buckets[b].meta.load(Ordering::Relaxed)) != 0) as u32;
+        }
+        // Some lookups went past their home bucket (`get_home`'s slow path).
+        assert!(overflowed > 0);
     }
 
     #[test]
@@ -1832,6 +1939,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Insert(u64, u64),
+        /// `insert_unless` keeping an odd old value.
+        InsertUnless(u64, u64),
         Remove(u64),
         Lookup(u64),
     }
@@ -1846,6 +1955,7 @@ mod tests {
         ];
         prop_oneof![
             5 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            3 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::InsertUnless(k, v)),
             3 => key.clone().prop_map(Op::Remove),
             2 => key.prop_map(Op::Lookup),
         ]
@@ -1861,6 +1971,13 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(k, v) => prop_assert_eq!(h.insert(&e, k, v), Ok(model.insert(k, v))),
+                    Op::InsertUnless(k, v) => {
+                        let old = model.get(&k).copied();
+                        if old.is_none_or(|o| o & 1 == 0) {
+                            model.insert(k, v);
+                        }
+                        prop_assert_eq!(h.insert_unless(&e, k, v, |o| o & 1 != 0), Ok(old));
+                    }
                     Op::Remove(k) => prop_assert_eq!(h.remove(&e, k), model.remove(&k)),
                     Op::Lookup(k) => {
                         prop_assert_eq!(h.get(k), model.get(&k).copied());
@@ -1907,25 +2024,36 @@ mod tests {
                 keys.clone(),
             );
             std::thread::spawn(move || {
-                let mut hits = 0u64;
+                let (mut hits, mut snap_hits) = (0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
-                    for c in keys.chunks_exact(4) {
-                        let ks = [c[0], c[1], c[2], c[3]];
-                        let r = t.lookup_x4(ks);
-                        let mut many = [None; 4];
-                        t.lookup_many(&ks, &mut many);
-                        for ((&k, x4), m) in ks.iter().zip(r).zip(many) {
-                            assert!(m.is_none() || m == Some(vc(k)), "many {k:#x}: {m:x?}");
-                            let v = t.lookup(k);
-                            assert!(v.is_none() || v == Some(vc(k)), "{k:#x}: {v:x?}");
-                            assert!(x4.is_none() || x4 == Some(vc(k)), "x4 {k:#x}: {x4:x?}");
-                            hits += v.is_some() as u64;
+                    {
+                        // One snapshot a pass, dropped before the quiescent point: its
+                        // `get` reads home buckets the writer rewrites meanwhile (so
+                        // `get_home`'s "meta changed" way to `get_cold` runs too).
+                        // SAFETY: no quiescent point while `s` is in use.
+                        let s = unsafe { t.snapshot() };
+                        for c in keys.chunks_exact(4) {
+                            let ks = [c[0], c[1], c[2], c[3]];
+                            let homes = ks.map(|k| s.home(k));
+                            let r = t.lookup_x4(ks);
+                            let mut many = [None; 4];
+                            t.lookup_many(&ks, &mut many);
+                            for (((&k, x4), m), h) in ks.iter().zip(r).zip(many).zip(homes) {
+                                assert!(m.is_none() || m == Some(vc(k)), "many {k:#x}: {m:x?}");
+                                let v = t.lookup(k);
+                                assert!(v.is_none() || v == Some(vc(k)), "{k:#x}: {v:x?}");
+                                assert!(x4.is_none() || x4 == Some(vc(k)), "x4 {k:#x}: {x4:x?}");
+                                let g = s.get(k, h);
+                                assert!(g.is_none() || g == Some(vc(k)), "get {k:#x}: {g:x?}");
+                                hits += v.is_some() as u64;
+                                snap_hits += g.is_some() as u64;
+                            }
                         }
                     }
                     e.quiesce(1);
                 }
                 e.offline(1);
-                hits
+                (hits, snap_hits)
             })
         };
         let start = std::time::Instant::now();
@@ -1939,8 +2067,8 @@ mod tests {
             }
         }
         stop.store(true, Ordering::Relaxed);
-        let hits = reader.join().expect("reader panicked");
-        assert!(hits > 0);
+        let (hits, snap_hits) = reader.join().expect("reader panicked");
+        assert!(hits > 0 && snap_hits > 0);
         assert_eq!(h.resizes(), 0);
     }
 
@@ -1971,26 +2099,37 @@ mod tests {
             std::thread::spawn(move || {
                 let (mut passes, mut churn_hits, mut j) = (0u64, 0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
-                    for c in fixed.chunks_exact(4) {
-                        let keys = [c[0], c[1], c[2], c[3]];
-                        let r = t.lookup_x4(keys);
-                        for (&k, x4) in keys.iter().zip(r) {
-                            let v = t.lookup(k);
-                            assert!(v == Some(va(k)) || v == Some(vb(k)), "{k:#x}: {v:x?}");
-                            assert!(x4 == Some(va(k)) || x4 == Some(vb(k)), "x4 {k:#x}");
+                    {
+                        // One snapshot a pass (held across the writer's rebuilds: it reads
+                        // the old array then, which must still hold every fixed key),
+                        // dropped before the quiescent point.
+                        // SAFETY: no quiescent point while `s` is in use.
+                        let s = unsafe { t.snapshot() };
+                        for c in fixed.chunks_exact(4) {
+                            let keys = [c[0], c[1], c[2], c[3]];
+                            let r = t.lookup_x4(keys);
+                            for (&k, x4) in keys.iter().zip(r) {
+                                let v = t.lookup(k);
+                                assert!(v == Some(va(k)) || v == Some(vb(k)), "{k:#x}: {v:x?}");
+                                assert!(x4 == Some(va(k)) || x4 == Some(vb(k)), "x4 {k:#x}");
+                                let g = s.get(k, s.home_only(k));
+                                assert!(g == Some(va(k)) || g == Some(vb(k)), "get {k:#x}");
+                            }
                         }
-                    }
-                    for _ in 0..64 {
-                        let keys: [u64; 4] = std::array::from_fn(|i| {
-                            mix(CHURN_BASE + (j * 4 + i as u64) * 7919 % CHURN_SPAN)
-                        });
-                        j += 1;
-                        let r = t.lookup_x4(keys);
-                        for (&k, x4) in keys.iter().zip(r) {
-                            let v = t.lookup(k);
-                            assert!(v.is_none() || v == Some(vc(k)), "{k:#x}: {v:x?}");
-                            assert!(x4.is_none() || x4 == Some(vc(k)), "x4 {k:#x}: {x4:x?}");
-                            churn_hits += v.is_some() as u64;
+                        for _ in 0..64 {
+                            let keys: [u64; 4] = std::array::from_fn(|i| {
+                                mix(CHURN_BASE + (j * 4 + i as u64) * 7919 % CHURN_SPAN)
+                            });
+                            j += 1;
+                            let r = t.lookup_x4(keys);
+                            for (&k, x4) in keys.iter().zip(r) {
+                                let v = t.lookup(k);
+                                assert!(v.is_none() || v == Some(vc(k)), "{k:#x}: {v:x?}");
+                                assert!(x4.is_none() || x4 == Some(vc(k)), "x4 {k:#x}: {x4:x?}");
+                                let g = s.get(k, s.home_only(k));
+                                assert!(g.is_none() || g == Some(vc(k)), "get {k:#x}: {g:x?}");
+                                churn_hits += v.is_some() as u64;
+                            }
                         }
                     }
                     e.quiesce(1);

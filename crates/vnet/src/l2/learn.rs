@@ -24,10 +24,10 @@ impl L2Control {
         let n = ev.len();
         let stamp = (now - self.started).max(0.0) as u32;
         for &(k, rx) in &ev {
-            if self.fib.get(k).is_some_and(|v| v & STATIC != 0) {
-                continue;
-            }
-            let _ = self.fib.insert(&ep, k, value(rx, false, stamp));
+            // A static entry is kept; one hash of the key per event.
+            let _ = self
+                .fib
+                .insert_unless(&ep, k, value(rx, false, stamp), |v| v & STATIC != 0);
         }
         self.fib.reclaim(&ep);
         ev.clear();
@@ -93,5 +93,55 @@ impl NodeFn for LearnProcess {
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{key, value, L2Control, L2Shared};
+    use sluice_infra::bihash::Bihash;
+    use sluice_infra::epoch::Epochs;
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn apply_learned_keeps_static_updates_moved_and_adds_new() {
+        let ep = Arc::new(Epochs::new(1));
+        let fib = Bihash::new();
+        let shared = Arc::new(L2Shared {
+            fib: fib.table().clone(),
+            learned: Mutex::new(Vec::new()),
+        });
+        let mut c = L2Control {
+            fib,
+            shared: shared.clone(),
+            epochs: Some(ep.clone()),
+            bds: BTreeMap::new(),
+            started: 0.0,
+            learn_spare: Vec::new(),
+        };
+        let (stat, moved, new) = (
+            key(&[2, 0, 0, 0, 0, 1], 1),
+            key(&[2, 0, 0, 0, 0, 2], 1),
+            key(&[2, 0, 0, 0, 0, 3], 1),
+        );
+        c.fib.insert(&ep, stat, value(5, true, 0)).unwrap();
+        c.fib.insert(&ep, moved, value(5, false, 0)).unwrap();
+        // Each MAC seen on interface 7 at t = 3 s.
+        shared
+            .learned
+            .lock()
+            .unwrap()
+            .extend([(stat, 7), (moved, 7), (new, 7)]);
+        assert_eq!(c.apply_learned(3.0), 3);
+        assert_eq!(c.fib.get(stat), Some(value(5, true, 0)), "static kept");
+        assert_eq!(
+            c.fib.get(moved),
+            Some(value(7, false, 3)),
+            "moved: rx and time updated"
+        );
+        assert_eq!(c.fib.get(new), Some(value(7, false, 3)), "absent: learned");
+        assert_eq!(c.fib.len(), 3);
+        assert!(shared.learned.lock().unwrap().is_empty());
     }
 }
