@@ -93,21 +93,6 @@ impl<T> Pool<T> {
         }
     }
 
-    /// Hints the CPU to fetch the cache lines of the first `bytes` bytes of slot `i` (1 to
-    /// 128; more are capped there), for an element whose hot fields lead it: 2 or 3 lines
-    /// whatever the slot's alignment, where [`Pool::prefetch`] fetches every line of the
-    /// slot. Like it, no bound check and no effect for a free or out-of-range `i`.
-    #[inline(always)]
-    pub fn prefetch_head(&self, i: u32, bytes: usize) {
-        let p = self.slots.as_ptr().wrapping_add(i as usize) as *const u8;
-        let last = bytes.clamp(1, 128) - 1;
-        // Bytes 0, 64 and the last: a span under 128 bytes has a byte of each of its lines
-        // among them (64 may be past the span: one line more, never one less).
-        crate::prefetch(p);
-        crate::prefetch(p.wrapping_add(64));
-        crate::prefetch(p.wrapping_add(last));
-    }
-
     /// Whether `i` holds a live element.
     #[inline]
     pub fn contains(&self, i: u32) -> bool {
