@@ -103,11 +103,9 @@
 //!
 //! [`BihashTable::lookup_many`] does a vector of keys (a frame's worth) [`BATCH`] at a time:
 //! the hashes first, each prefetching its home bucket, then the lookups, so the misses of a
-//! table bigger than the caches overlap; it has no caller outside this module's tests now.
-//! [`BihashTable::snapshot`] splits the same two steps for a node that hashes in one pass
-//! over its frame and looks up in the next (`l2-input`, whose 1M-MAC FIB is bigger than the
-//! caches; NAT44's session lookups, which keep each digest's [`Home`], prefetch it with
-//! [`Snapshot::prefetch_whole`] and look up with [`Snapshot::get`]). An array of
+//! table bigger than the caches overlap (NAT44's session lookups). [`BihashTable::snapshot`]
+//! splits the same two steps for a node that hashes in one pass over its frame and looks up
+//! in the next (`l2-input`, whose 1M-MAC FIB is bigger than the caches). An array of
 //! 2 MiB or more is an anonymous mapping advised for transparent hugepages
 //! ([`crate::epoch::ZeroedMap`]): 1M entries take 16 TLB entries instead of 8,192.
 //!
@@ -552,20 +550,6 @@ impl Array {
         crate::prefetch(self.buckets.as_ptr().wrapping_add(b));
     }
 
-    /// Hints the CPU to fetch both lines of bucket `b` (keys, then values): for a lookup
-    /// issued well ahead, where the adjacent-line prefetcher is not relied on.
-    #[inline(always)]
-    fn prefetch_whole(&self, b: usize) {
-        self.prefetch(b);
-        crate::prefetch(
-            self.buckets
-                .as_ptr()
-                .wrapping_add(b)
-                .cast::<u8>()
-                .wrapping_add(64),
-        );
-    }
-
     #[inline(always)]
     fn probe_limit(&self) -> usize {
         MAX_PROBE.min(self.buckets.len())
@@ -760,8 +744,16 @@ impl BihashTable {
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
         let a = self.array();
+        let b = a.home(key);
+        a.prefetch(b);
         // The values' line too: not left to the adjacent-line prefetcher here.
-        a.prefetch_whole(a.home(key));
+        crate::prefetch(
+            a.buckets
+                .as_ptr()
+                .wrapping_add(b)
+                .cast::<u8>()
+                .wrapping_add(64),
+        );
     }
 
     /// Buckets of the published array.
@@ -831,7 +823,16 @@ impl Snapshot<'_> {
     /// than the caches, where the adjacent-line prefetcher is not relied on.
     #[inline(always)]
     pub fn prefetch_whole(&self, home: Home) {
-        self.a.prefetch_whole(home.0 as usize & self.a.mask);
+        let b = home.0 as usize & self.a.mask;
+        self.a.prefetch(b);
+        crate::prefetch(
+            self.a
+                .buckets
+                .as_ptr()
+                .wrapping_add(b)
+                .cast::<u8>()
+                .wrapping_add(64),
+        );
     }
 
     /// The value stored for `key`, whose home this snapshot computed as `home`. (A `home`
@@ -1837,18 +1838,11 @@ mod tests {
             h.insert(&e, mix(i), i).unwrap();
         }
         let t = h.table();
-        // SAFETY: no quiescent point while `s` and its homes are in use.
-        let s = unsafe { t.snapshot() };
         for k in [0, u64::MAX, mix(3), mix(1000)] {
             t.prefetch(k);
-            s.prefetch(s.home_only(k));
-            s.prefetch_whole(s.home_only(k));
         }
-        // A home from any value is masked into the array.
-        s.prefetch_whole(Home(u32::MAX));
         for i in 0..40u64 {
             assert_eq!(t.lookup(mix(i)), Some(i));
-            assert_eq!(s.get(mix(i), s.home_only(mix(i))), Some(i));
         }
         assert_eq!(t.lookup(mix(1000)), None);
     }

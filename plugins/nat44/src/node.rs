@@ -762,10 +762,8 @@ impl NodeFn for NatNode {
         let far = w.table.len() > PREFETCH_BUCKETS_FROM;
         // SAFETY: `keys` and the homes computed from it are used in passes 1 and 2 of this
         // call only, and a thread reaches a quiescent point only between frames (the
-        // dispatcher's `Epochs::quiesce`), never inside a node's `frame`. Nor can the
-        // snapshot's array be retired while `keys` lives: a publish (insert, resize) needs
-        // `&mut w.table`, which the shared borrow `keys` holds forbids; pass 3's creations
-        // come after its last use and look up afresh.
+        // dispatcher's `Epochs::quiesce`), never inside a node's `frame`. Nothing in between
+        // inserts into the table (pass 3's creations look up afresh).
         let keys = unsafe { w.table.snapshot() };
         for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
             // Past the frame's end the addresses repeat the last packet's.
