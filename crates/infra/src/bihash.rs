@@ -817,24 +817,6 @@ impl Snapshot<'_> {
         self.a.prefetch(home.0 as usize & self.a.mask);
     }
 
-    /// Hints the CPU to fetch both lines of bucket `home` (keys, then values), as
-    /// [`BihashTable::prefetch`] does for a key: for a caller that stores the home of a key
-    /// it looks up much later (a frame's parse pass, then its lookup pass), in a table larger
-    /// than the caches, where the adjacent-line prefetcher is not relied on.
-    #[inline(always)]
-    pub fn prefetch_whole(&self, home: Home) {
-        let b = home.0 as usize & self.a.mask;
-        self.a.prefetch(b);
-        crate::prefetch(
-            self.a
-                .buckets
-                .as_ptr()
-                .wrapping_add(b)
-                .cast::<u8>()
-                .wrapping_add(64),
-        );
-    }
-
     /// The value stored for `key`, whose home this snapshot computed as `home`. (A `home`
     /// of another snapshot or another key is masked into this array and finds nothing or
     /// what the key's real home would, never another key's value.)

@@ -27,9 +27,8 @@
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed (in a table of more than
 //! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched); (2) the candidates' digests are
-//! looked up from those home buckets (`Table::snapshot`: each digest spread into a bucket
-//! once; the session of the hit [`SESSION_AHEAD`] candidates on prefetched, the first ones
-//! before the loop),
+//! looked up together (`Table::probe_many`, bucket prefetches overlapping; the session
+//! of the hit [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop),
 //! each hit confirmed by its session's full tuple, checked for expiry and translated at
 //! once (no session is freed before pass 3, so every hit of pass 2 is live); (3) in frame
 //! order, the packets pass 2 did not translate: a miss taken before a session was created
@@ -54,7 +53,6 @@ use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE, SCRATCH_AHEAD};
-use sluice_infra::bihash::Home;
 use sluice_infra::epoch::Epochs;
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::ip4::{Ip4Shared, LB_FLAG};
@@ -138,9 +136,8 @@ pub struct NatNode {
     /// Per frame: the packets that may belong to a live session of this thread (the
     /// first `nc` of the frame).
     cands: Box<[Cand; FRAME_SIZE]>,
-    /// Per frame: their table digests, home buckets and what the table holds for each.
+    /// Per frame: their table digests and what the table holds for each.
     digests: Box<[u64; FRAME_SIZE]>,
-    homes: Box<[Home; FRAME_SIZE]>,
     vals: Box<[Option<u64>; FRAME_SIZE]>,
     /// Per frame, per packet: its index in `cands`, or [`NO_CAND`].
     cand_of: Box<[u16; FRAME_SIZE]>,
@@ -183,7 +180,6 @@ impl NatNode {
             hand: Vec::new(),
             cands: Box::new([Cand::default(); FRAME_SIZE]),
             digests: Box::new([0; FRAME_SIZE]),
-            homes: Box::new([Home::default(); FRAME_SIZE]),
             vals: Box::new([None; FRAME_SIZE]),
             cand_of: Box::new([NO_CAND; FRAME_SIZE]),
         }
@@ -726,7 +722,6 @@ impl NodeFn for NatNode {
             hand,
             cands,
             digests,
-            homes,
             vals,
             cand_of,
         } = self;
@@ -760,11 +755,6 @@ impl NodeFn for NatNode {
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
         let mut nc = 0;
         let far = w.table.len() > PREFETCH_BUCKETS_FROM;
-        // SAFETY: `keys` and the homes computed from it are used in passes 1 and 2 of this
-        // call only, and a thread reaches a quiescent point only between frames (the
-        // dispatcher's `Epochs::quiesce`), never inside a node's `frame`. Nothing in between
-        // inserts into the table (pass 3's creations look up afresh).
-        let keys = unsafe { w.table.snapshot() };
         for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
             // Past the frame's end the addresses repeat the last packet's.
             addrs.prefetch(i + 2, true);
@@ -792,15 +782,13 @@ impl NodeFn for NatNode {
                     // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
                     // panics rather than losing the packet's candidacy silently).
                     let d = w.table.digest(side, &t, fib);
-                    // Its home bucket, kept for pass 2's lookup, and (a table larger than
-                    // the caches) prefetched so that pass 2 finds it in cache: the rest of
-                    // the frame's parse overlaps the miss.
-                    let h = keys.home_only(d);
+                    // Its bucket, so that pass 2's probe finds it in cache: the rest of
+                    // the frame's parse overlaps the miss. Only for a table larger than
+                    // the caches; in a small one it is about 13 instructions for nothing.
                     if far {
-                        keys.prefetch_whole(h);
+                        w.table.prefetch_bucket(d);
                     }
                     digests[nc] = d;
-                    homes[nc] = h;
                     cands[nc] = Cand {
                         t,
                         l4,
@@ -815,15 +803,11 @@ impl NodeFn for NatNode {
             }
             *co = c;
         }
-        // Pass 2: the candidates' lookups from their homes, each hit
+        // Pass 2: the candidates' lookups, batched (bucket prefetches overlap), each hit
         // confirmed by its session's full tuple, checked for expiry and translated at once
         // (its next written at its frame position). Nothing in this pass frees a session,
         // so every hit stays valid until the last; misses and expired sessions wait for
         // pass 3.
-        let vals = &mut vals[..nc];
-        for ((v, &d), &h) in vals.iter_mut().zip(&digests[..nc]).zip(&homes[..nc]) {
-            *v = keys.get(d, h);
-        }
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -836,11 +820,13 @@ impl NodeFn for NatNode {
             trace: None,
         };
         let cands = &mut cands[..nc];
+        let vals = &mut vals[..nc];
+        pc.table.probe_many(&digests[..nc], vals);
         let mut translated = 0;
         // The first `SESSION_AHEAD` hits' sessions before the loop (the loop prefetches
-        // the one `SESSION_AHEAD` on). Done at every table size: made conditional on
-        // `PREFETCH_BUCKETS_FROM` like the bucket prefetch, the node measured 7
-        // instructions a packet more at 1k, not fewer (codegen, docs/nat.md, session 12).
+        // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
+        // priming them; kept as it is at most 8 prefetches a frame, and without it the
+        // node measured 12 instructions a packet more at 1k (codegen, docs/nat.md).
         for &v in vals.iter().take(SESSION_AHEAD).flatten() {
             pc.table.prefetch(v);
         }

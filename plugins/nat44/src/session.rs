@@ -22,9 +22,7 @@
 
 use crate::config::Timeouts;
 use crate::packet::{tcp_flags, Deltas, Tuple};
-use sluice_infra::bihash::{Bihash, FoldedKeyHash, Snapshot};
-#[cfg(doc)]
-use sluice_infra::bihash::{BihashTable, Home};
+use sluice_infra::bihash::{Bihash, FoldedKeyHash};
 use sluice_infra::epoch::Epochs;
 use sluice_infra::pool::Pool;
 
@@ -413,31 +411,30 @@ impl Table {
         self.sessions.get_mut(i)
     }
 
-    /// The table key of a flow key (its keyed digest), for [`Table::snapshot`]'s lookups.
+    /// The table key of a flow key (its keyed digest), for [`Table::probe_many`].
     #[inline(always)]
     pub fn digest(&self, side: Side, t: &Tuple, fib: u32) -> u64 {
         let (a, b) = key_words(side, t, fib);
         self.hasher.hash(a, b)
     }
 
-    /// The key table's published array, for a frame's lookups in two steps: each digest's
-    /// home bucket ([`Snapshot::home_only`], prefetched in a table larger than the caches)
-    /// in the parse pass, then [`Snapshot::get`] from that home: the digest is re-spread
-    /// into a bucket index once. A value is only a candidate: [`Table::hit`] checks it.
-    ///
-    /// # Safety
-    ///
-    /// [`BihashTable::snapshot`]'s: the calling thread must not reach a quiescent point while
-    /// the snapshot or a [`Home`] from it is in use (a node takes one per frame and drops it
-    /// before the frame ends).
-    #[inline(always)]
-    pub unsafe fn snapshot(&self) -> Snapshot<'_> {
-        // SAFETY: the caller's promise is the one `BihashTable::snapshot` asks for.
-        unsafe { self.keys.table().snapshot() }
+    /// The table's values for many digests at once (`out[i]` for `digests[i]`): the home
+    /// buckets of a batch are prefetched before the first is read, so the cache misses of a
+    /// large table overlap. A value is only a candidate: [`Table::confirm_live`] checks it.
+    #[inline]
+    pub fn probe_many(&self, digests: &[u64], out: &mut [Option<u64>]) {
+        self.keys.table().lookup_many(digests, out);
     }
 
-    /// Hints the CPU to fetch the session of table value `v` (a [`Table::snapshot`]
-    /// lookup's result) ahead of its [`Table::hit`].
+    /// Hints the CPU to fetch the table bucket of `digest` (a [`Table::digest`]) ahead of
+    /// its [`Table::probe_many`].
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, digest: u64) {
+        self.keys.table().prefetch(digest);
+    }
+
+    /// Hints the CPU to fetch the session of table value `v` (a [`Table::probe_many`]
+    /// result) ahead of its [`Table::hit`].
     #[inline(always)]
     pub fn prefetch(&self, v: u64) {
         self.sessions.prefetch((v >> 1) as u32);
