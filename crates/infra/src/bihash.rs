@@ -1388,14 +1388,16 @@ mod tests {
                 }
             }
         }
-        // Through the table: 100k sequential MACs sit in or next to their home buckets, and
-        // the table grows only by doubling (never re-keys for a full probe window).
+        // Through the table: 100k sequential MACs sit near their home buckets (at most 4
+        // away in most runs, 5 seen once in ~40: the figure depends on the fresh key, so the
+        // bound leaves room), and the table grows only by doubling: a hash that clustered
+        // them would fill the 16-bucket probe window and re-key, which the check below sees.
         let e = Epochs::new(1);
         let mut t = Bihash::new();
         for i in 0..100_000 {
             t.insert(&e, mac(base + i, 1), i).unwrap();
         }
-        assert!(t.max_probe() <= 4, "max probe {}", t.max_probe());
+        assert!(t.max_probe() <= 6, "max probe {}", t.max_probe());
         assert_eq!(
             1 << t.resizes(),
             t.buckets() / MIN_BUCKETS,
