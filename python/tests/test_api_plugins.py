@@ -425,6 +425,7 @@ def test_session_enable_disable(tmp_path):
         assert "session layer is disabled" in vpp.cli("show session")
     finally:
         vpp.stop()
+    vpp.remove_dir()  # after a clean stop only: a failure keeps the log
 
 
 class TestAclAndPolicerMessages(SluiceTestCase):

@@ -7,6 +7,7 @@ connection, and a bad checksum dropped and counted with no reply."""
 import ipaddress
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -29,6 +30,11 @@ HANDOFF = ("tcp4-input", "handed to the thread that owns the flow")
 TAKEN = ("tcp4-input", "segments taken by a connection or listener")
 PORT = 5001
 SPORT = 40000
+
+
+def teardown_module():
+    """The daemons made APP_DIR for their application socket; nothing else removes it."""
+    shutil.rmtree(APP_DIR, ignore_errors=True)
 
 
 def session_conf(extra: str = "") -> str:
