@@ -268,7 +268,8 @@ fn gtpu_malformed_counted() {
     ];
     for (f, name) in cases {
         let before = counter(&vm, "gtpu4-input", name);
-        let got = run(&mut vm, &t, "pg0", "pg1", &[f], 0);
+        // Captured (count 1), so the emptiness check can fail.
+        let got = run(&mut vm, &t, "pg0", "pg1", &[f], 1);
         assert!(got.is_empty(), "{name}");
         assert_eq!(counter(&vm, "gtpu4-input", name), before + 1, "{name}");
     }
@@ -369,7 +370,7 @@ fn gtpu_l2_bridged() {
     // A G-PDU too short for an Ethernet header.
     let short = under(false, false, G, &gtp(0x30, 255, 100, &[], &[0; 10]), pg0);
     let before = counter(&vm, "gtpu4-input", "truncated");
-    assert!(run(&mut vm, &t, "pg0", "pg1", &[short], 0).is_empty());
+    assert!(run(&mut vm, &t, "pg0", "pg1", &[short], 1).is_empty());
     assert_eq!(counter(&vm, "gtpu4-input", "truncated"), before + 1);
     cli(
         &mut vm,
@@ -513,7 +514,7 @@ fn gtpu_l3_decap_skips_ethernet_input() {
     // Down: through ethernet-input, dropped there.
     cli(&mut vm, &t, "set interface state gtpu_tunnel0 down");
     let eth1 = vectors(&vm, "ethernet-input");
-    assert!(run(&mut vm, &t, "pg0", "pg1", &frames[..1], 0).is_empty());
+    assert!(run(&mut vm, &t, "pg0", "pg1", &frames[..1], 1).is_empty());
     assert_eq!(vectors(&vm, "ethernet-input") - eth1, 2);
     assert_eq!(counter(&vm, "ethernet-input", "down"), 1);
     assert_eq!(in_use(&vm), 0);
