@@ -1185,15 +1185,7 @@ impl SessionMain {
     }
 
     fn ephemeral(&mut self, v6: bool) -> Option<u16> {
-        let n = (EPH.end() - EPH.start()) as u32 + 1;
-        for _ in 0..n {
-            let p = EPH.start() + self.next_eph % n as u16;
-            self.next_eph = self.next_eph.wrapping_add(1) % n as u16;
-            if !self.port_refs.contains_key(&(v6, p)) {
-                return Some(p);
-            }
-        }
-        None
+        self.ephemeral_in(v6, |s, v6, p| s.port_refs.contains_key(&(v6, p)))
     }
 
     pub(crate) fn new_session(
