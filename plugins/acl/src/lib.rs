@@ -2230,6 +2230,22 @@ mod tests {
         sluice_vnet::testing::NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa")
     }
 
+    /// [`input4_test`] with pg0's input list one permit+reflect rule (10.0.0.0/24 out) and
+    /// every thread's look-ahead threshold `pipe_min` (0: the look-ahead always); pg0's index.
+    fn reflect_pg0(pipe_min: usize) -> (sluice_vnet::testing::NodeTest, u32) {
+        let mut t = input4_test();
+        t.cli(
+            "create packet-generator interface pg0
+             set acl-plugin acl permit+reflect src 10.0.0.0/24 dst 0.0.0.0/0
+             set acl-plugin interface pg0 input acl 0",
+        );
+        for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
+            lock(th).sessions.pipe_min = pipe_min;
+        }
+        let sw = t.sw_if("pg0");
+        (t, sw)
+    }
+
     /// [`input4_test`] with one worker and `buffers` buffers, pg0 stateful (a permit+reflect
     /// input list): its sessions belong to the worker.
     fn stateful_pg0_with_a_worker(buffers: u32) -> sluice_vnet::testing::NodeTest {
@@ -2363,16 +2379,7 @@ mod tests {
 
     fn sessions_made_in_a_frame(pipe_min: usize) {
         use sluice_vnet::testing::pkt;
-        let mut t = input4_test();
-        t.cli(
-            "create packet-generator interface pg0
-             set acl-plugin acl permit+reflect src 10.0.0.0/24 dst 0.0.0.0/0
-             set acl-plugin interface pg0 input acl 0",
-        );
-        for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
-            lock(th).sessions.pipe_min = pipe_min;
-        }
-        let sw = t.sw_if("pg0");
+        let (mut t, sw) = reflect_pg0(pipe_min);
         let flow = |f: u16| {
             pkt(&format!(
                 "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
@@ -2625,16 +2632,7 @@ mod tests {
 
     fn tcp_end_changes_state(pipe_min: usize, flag: &str, state: &str) {
         use sluice_vnet::testing::pkt;
-        let mut t = input4_test();
-        t.cli(
-            "create packet-generator interface pg0
-             set acl-plugin acl permit+reflect src 10.0.0.0/24 dst 0.0.0.0/0
-             set acl-plugin interface pg0 input acl 0",
-        );
-        for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
-            lock(th).sessions.pipe_min = pipe_min;
-        }
-        let sw = t.sw_if("pg0");
+        let (mut t, sw) = reflect_pg0(pipe_min);
         let seg = |flags: &str, seq: u32| {
             pkt(&format!(
                 "TCP: 10.0.0.2 -> 10.0.1.2\nTCP: 1000 -> 80 {flags} seq {seq} window 1000"

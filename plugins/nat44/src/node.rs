@@ -997,6 +997,22 @@ mod tests {
     use sluice_graph::HANDOFF_RING;
     use sluice_vnet::testing::{enabled, pkt, NodeTest};
 
+    /// The CLI of a NAT enabled by `enable` (a `nat44 plugin enable ...` line): pg0
+    /// (10.0.0.1/24) inside, pg1 (10.0.1.1/24) outside, pool address 10.0.1.100.
+    fn inside_pg0_outside_pg1(enable: &'static str) -> Vec<&'static str> {
+        vec![
+            "create packet-generator interface pg0",
+            "create packet-generator interface pg1",
+            "set interface ip address pg0 10.0.0.1/24",
+            "set interface ip address pg1 10.0.1.1/24",
+            "set interface state pg0 up",
+            "set interface state pg1 up",
+            enable,
+            "nat44 add address 10.0.1.100",
+            "set interface nat44 in pg0 out pg1",
+        ]
+    }
+
     /// NAT44 in2out under test with one worker and `buffers` buffers: pg0 inside
     /// (10.0.0.1/24), pg1 outside (10.0.1.1/24), pool address 10.0.1.100; the sessions
     /// belong to `threads` (thread 0, which runs the node only when the test injects a
@@ -1007,17 +1023,7 @@ mod tests {
             &[enabled(&PLUGIN)],
             1,
             buffers,
-            &[
-                "create packet-generator interface pg0",
-                "create packet-generator interface pg1",
-                "set interface ip address pg0 10.0.0.1/24",
-                "set interface ip address pg1 10.0.1.1/24",
-                "set interface state pg0 up",
-                "set interface state pg1 up",
-                "nat44 plugin enable sessions 100",
-                "nat44 add address 10.0.1.100",
-                "set interface nat44 in pg0 out pg1",
-            ],
+            &inside_pg0_outside_pg1("nat44 plugin enable sessions 100"),
             crate::IN2OUT,
         );
         let pg0 = t.sw_if("pg0");
@@ -1155,17 +1161,7 @@ mod tests {
             &[enabled(&PLUGIN)],
             0,
             1024,
-            &[
-                "create packet-generator interface pg0",
-                "create packet-generator interface pg1",
-                "set interface ip address pg0 10.0.0.1/24",
-                "set interface ip address pg1 10.0.1.1/24",
-                "set interface state pg0 up",
-                "set interface state pg1 up",
-                "nat44 plugin enable sessions 4096",
-                "nat44 add address 10.0.1.100",
-                "set interface nat44 in pg0 out pg1",
-            ],
+            &inside_pg0_outside_pg1("nat44 plugin enable sessions 4096"),
         );
         let pg0 = vm
             .ext_mut::<sluice_vnet::Interfaces>()
