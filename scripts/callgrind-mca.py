@@ -81,9 +81,12 @@ for line in dis.splitlines():
 src = "\n".join(asm) + "\n1:\n"
 print(f"{sym[-40:]}: {len(asm)} instructions a packet, "
       f"{sum('(' in i for i in asm)} with a memory operand")
-out = subprocess.run(["llvm-mca", f"-mcpu={cpu}", "-iterations=1000", "-bottleneck-analysis",
+mca = subprocess.run(["llvm-mca", f"-mcpu={cpu}", "-iterations=1000", "-bottleneck-analysis",
                       "-instruction-info=false", "-resource-pressure=false"],
-                     input=src, capture_output=True, text=True).stdout
+                     input=src, capture_output=True, text=True)
+if mca.returncode != 0:
+    sys.exit(f"llvm-mca failed ({mca.returncode}): {mca.stderr.strip()}")
+out = mca.stdout
 keep = False
 for line in out.splitlines():
     if line.startswith(("Block RThroughput", "IPC")):

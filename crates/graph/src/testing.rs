@@ -408,3 +408,37 @@ impl Harness {
         assert_eq!(s.in_use, 0, "buffers leaked: {s:?}");
     }
 }
+
+/// Every worker of a [`Vlib`] held in a job that waits for [`StuckWorkers::release`] (at most
+/// 30 s), with the vlib's thread wait cut to `wait`: a topology change made meanwhile is one
+/// the workers do not take in time (`GraphError::NotTaken`), as with a worker that is slow or
+/// stuck. Tests of that error path share it.
+pub struct StuckWorkers {
+    gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl StuckWorkers {
+    /// Holds the workers; returns the threads that did not answer within `wait` (every
+    /// worker) beside the gate.
+    pub fn hold(vm: &mut Vlib, wait: std::time::Duration) -> (StuckWorkers, Vec<usize>) {
+        vm.set_thread_wait(wait);
+        let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let g = gate.clone();
+        let late = vm.foreach_thread_late(move |tg| {
+            if tg.thread() != 0 {
+                let (m, cv) = &*g;
+                let open = m.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = cv.wait_timeout_while(open, std::time::Duration::from_secs(30), |o| !*o);
+            }
+        });
+        (StuckWorkers { gate }, late)
+    }
+
+    /// Lets the workers go and puts the thread wait back to [`Vlib::THREAD_WAIT`].
+    pub fn release(self, vm: &mut Vlib) {
+        vm.set_thread_wait(Vlib::THREAD_WAIT);
+        let (m, cv) = &*self.gate;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    }
+}

@@ -730,7 +730,6 @@ fn show_buffers_shows_lent_buffers_apart() {
 /// again is an error too until every thread has taken the changes before it.
 #[test]
 fn topology_change_a_stuck_worker_did_not_take_is_an_error() {
-    use std::sync::Condvar;
     use std::time::Duration;
     let mut b = GraphBuilder::new();
     nodes::register(&mut b);
@@ -740,17 +739,7 @@ fn topology_change_a_stuck_worker_did_not_take_is_an_error() {
     };
     let mut vm = Vlib::new(b, &cpu, &small_pool()).unwrap();
     let wait = Duration::from_millis(200);
-    vm.set_thread_wait(wait);
-    // The worker waits for the gate (at most 30 s), past the 200 ms it is given.
-    let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let g2 = gate.clone();
-    let late = vm.foreach_thread_late(move |tg| {
-        if tg.thread() != 0 {
-            let (m, cv) = &*g2;
-            let open = m.lock().unwrap();
-            let _ = cv.wait_timeout_while(open, Duration::from_secs(30), |o| !*o);
-        }
-    });
+    let (stuck, late) = crate::testing::StuckWorkers::hold(&mut vm, wait);
     assert_eq!(late, [1]);
     let not_taken = GraphError::NotTaken {
         threads: vec![1],
@@ -775,10 +764,7 @@ fn topology_change_a_stuck_worker_did_not_take_is_an_error() {
         "thread(s) 1 did not take the graph change within 0.2 s: they take it when they answer"
     );
     // The worker answers: its queue runs in order, and the arc is Ok.
-    vm.set_thread_wait(Vlib::THREAD_WAIT);
-    let (m, cv) = &*gate;
-    *m.lock().unwrap() = true;
-    cv.notify_all();
+    stuck.release(&mut vm);
     let next = vm.add_next(late_i, drop_i).expect("every thread answers");
     assert_eq!(next, Next(0));
     assert_eq!(vm.on_thread(1, move |tg| tg.has_node(late_i)), Some(true));

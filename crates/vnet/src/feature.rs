@@ -591,8 +591,8 @@ pub struct FeatureMain {
     sources: BTreeSet<u32>,
     /// Chains whose rewrite for a new [`set_aggregate_source`] state failed (an arc a worker
     /// did not take in time): the table still holds their old chain. Every later
-    /// [`set_feature`] or [`set_aggregate_source`] writes them again first; a chain written
-    /// whole leaves the set.
+    /// [`set_feature`] or [`set_aggregate_source`] tries them again first, stopping at the
+    /// first that fails ([`rewrite_stale`]); a chain written whole leaves the set.
     stale: BTreeSet<(u32, &'static str)>,
 }
 
@@ -1056,7 +1056,6 @@ mod tests {
     /// stays disabled.
     #[test]
     fn a_chain_a_worker_did_not_take_is_written_again() {
-        use std::sync::Condvar;
         use std::time::Duration;
         let check = crate::rpf::IP4_SOURCE_CHECK;
         let (mut vm, _cli) = crate::testing::configured(
@@ -1075,17 +1074,8 @@ mod tests {
             .0;
         let plain = ["ip4-input", check, "ip4-lookup"];
         assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain);
-        vm.set_thread_wait(Duration::from_millis(200));
-        // The worker waits for the gate (at most 30 s), past the 200 ms it is given.
-        let gate = Arc::new((Mutex::new(false), Condvar::new()));
-        let g2 = gate.clone();
-        let late = vm.foreach_thread_late(move |tg| {
-            if tg.thread() != 0 {
-                let (m, cv) = &*g2;
-                let open = m.lock().unwrap();
-                let _ = cv.wait_timeout_while(open, Duration::from_secs(30), |o| !*o);
-            }
-        });
+        let (stuck, late) =
+            sluice_graph::testing::StuckWorkers::hold(&mut vm, Duration::from_millis(200));
         assert_eq!(late, [1]);
         set_aggregate_source(&mut vm, 77, true);
         assert_eq!(walk(&mut vm, sw, "ip4-unicast"), plain, "the old chain");
@@ -1098,10 +1088,7 @@ mod tests {
             enabled(&mut vm, sw)
         );
         // The worker answers: the next change writes the chain the first source wants.
-        vm.set_thread_wait(Vlib::THREAD_WAIT);
-        let (m, cv) = &*gate;
-        *m.lock().unwrap() = true;
-        cv.notify_all();
+        stuck.release(&mut vm);
         set_aggregate_source(&mut vm, 78, true);
         let cut = ["ip4-input", crate::gso::IP4_NAME, check, "ip4-lookup"];
         assert_eq!(walk(&mut vm, sw, "ip4-unicast"), cut);

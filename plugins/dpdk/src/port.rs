@@ -224,14 +224,16 @@ pub fn info(api: &Api, port: u16) -> Result<PortInfo, String> {
     Ok(i)
 }
 
-/// Configures, sets up and starts a port; `c` gets the descriptor counts the device took.
-/// Stop and close a port [`setup`] started (the interface that was to own it could not be
-/// made, so nothing else will).
+/// Stops and closes a port [`setup`] started, when the interface that was to own it could
+/// not be made: nothing else (no rx queue placement, no tx entry) uses the port yet.
 pub fn close(api: &Api, port: u16) {
-    // SAFETY: the shim's close takes any port id; DPDK checks it.
+    // SAFETY: a plain C call on a port id; the shim's `sd_port_close` stops and closes it
+    // (DPDK rejects an unknown id), and no queue of the port is polled or sent on: it was
+    // only started by `setup`, before any interface or rx placement referred to it.
     unsafe { (api.port_close)(port) }
 }
 
+/// Configures, sets up and starts a port; `c` gets the descriptor counts the device took.
 pub fn setup(api: &Api, port: u16, c: &mut PortConf, pool: Pool) -> Result<(), String> {
     let mut step: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: `c` and `step` are valid pointers; the pool outlives the port.

@@ -1,7 +1,7 @@
 //! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
 //! time in two passes: the keys and their home buckets (`bihash::Snapshot::home_only`), then
-//! the L2 FIB lookups (`Snapshot::get`, each bucket prefetched 16 packets ahead) and the
-//! decisions; a destination (source) equal to the packet before's is neither hashed nor
+//! the L2 FIB lookups (`Snapshot::get`, each bucket prefetched [`BUCKETS_AHEAD`] packets
+//! ahead) and the decisions; a destination (source) equal to the packet before's is neither hashed nor
 //! looked up again.
 //! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //! - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
