@@ -14,49 +14,22 @@ them have a memory operand, the block's throughput and the bottleneck analysis: 
 resource that bounds a node (the load/store pipes, the ALUs) says what is worth removing.
 Instructions run per group of packets (ip4-lookup's groups of four) are not in the block.
 """
-import collections, re, subprocess, sys
+import collections, os, re, subprocess, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from callgrind_profile import Profile, records
 
 path, binary, packets, want = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 cpu = sys.argv[5] if len(sys.argv) > 5 else "znver3"
 
-names = {}
-fn = None
+prof = Profile()
 cost = collections.Counter()
-pos = [0, 0]
-in_call = False
-for raw in open(path):
-    s = raw.rstrip("\n")
-    if s.startswith("fn="):
-        m = re.match(r"fn=\((\d+)\)(?: (.*))?", s)
-        if m.group(2):
-            names[m.group(1)] = m.group(2)
-        fn = names.get(m.group(1))
-        in_call = False
-        continue
-    if s.startswith("cfn="):
-        m = re.match(r"cfn=\((\d+)\)(?: (.*))?", s)
-        if m.group(2):
-            names[m.group(1)] = m.group(2)
-        continue
-    if s.startswith(("cfi=", "cfl=", "cob=", "ob=", "fl=", "fi=", "fe=")):
-        continue
-    if s.startswith("calls="):
-        in_call = True
-        continue
-    if not s or not (s[0].isdigit() or s[0] in "+-*"):
-        continue
-    parts = s.split()
-    for i, p in enumerate(parts[:2]):
-        if p == "*":
-            pass
-        elif p[0] in "+-":
-            pos[i] += int(p, 0)
-        else:
-            pos[i] = int(p, 0)
+for r in records(path, prof):
     # The cost of a call line is the callee's: only the function's own instructions count.
-    if not in_call and fn and want in fn and len(parts) > 2:
-        cost[(fn, pos[0])] += int(parts[2])
-    in_call = False
+    if not r.call and want in r.fn and r.costs:
+        instr = prof.column("instr")
+        if instr is None:
+            sys.exit(f"{path}: no instruction addresses (record with --dump-instr=yes)")
+        cost[(r.fn, r.pos[instr])] += r.costs[0]
 
 fns = sorted({f for f, _ in cost})
 if len(fns) != 1:
