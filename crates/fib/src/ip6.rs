@@ -260,14 +260,6 @@ impl Ip6Table {
         })
     }
 
-    /// Where the first level is, for a node ahead of the lookup to prefetch the entries
-    /// of its packets' destinations (`ip6-input`), one register per frame.
-    #[inline(always)]
-    pub fn entry_prefetch(&self) -> crate::FirstLevelPrefetch {
-        const _: () = assert!(ROOT_BITS == 24);
-        crate::FirstLevelPrefetch::of(self.root.as_slice())
-    }
-
     /// Longest-prefix match: the value of the longest prefix covering `addr`.
     #[inline(always)]
     pub fn lookup(&self, addr: u128) -> Option<u32> {

@@ -79,7 +79,7 @@ pub struct Ip4Input {
     // Table 0's first level (`Ip4Shared::fib` is never replaced), where the entries of the
     // packets' destinations are prefetched for `ip4-lookup`: one load a packet instead of
     // three through `shared`.
-    fib_entries: sluice_fib::FirstLevelPrefetch,
+    fib_entries: sluice_fib::ip4::Ip4EntryPrefetch,
 }
 
 sluice_graph::arcs! {

@@ -76,9 +76,6 @@ pub struct Ip6Input {
     // Per frame: whether any interface has `ip6-unicast` features (else every packet goes
     // to ip6-lookup without a per-interface table read).
     features_any: bool,
-    // Table 0's first level (`Ip6Shared::fib` is never replaced), where the entries of the
-    // packets' destinations are prefetched for `ip6-lookup`.
-    fib_entries: sluice_fib::FirstLevelPrefetch,
 }
 
 sluice_graph::arcs! {
@@ -208,11 +205,6 @@ impl PacketNode for Ip6Input {
                 return InputNext::Drop.next();
             }
         }
-        // The destination's first-level FIB entry, read by `ip6-lookup` when it runs this
-        // frame: loaded now, a frame ahead (table 0's; for a packet of another table or a
-        // multicast one the prefetch is wasted).
-        self.fib_entries
-            .prefetch(u32::from_be_bytes([d[24], d[25], d[26], d[27]]));
         if d[24] == 0xff {
             if !self.group_received(addr_at(d, 24), b.hdr.rx_if, b.hdr.ip.fib_index) {
                 b.hdr.error = cx.error(InputCounter::Multicast);
@@ -1101,7 +1093,6 @@ pub fn register(
                 shared: s.clone(),
                 own: s.own.clone(),
                 features_any: false,
-                fib_entries: s.fib.entry_prefetch(),
             }))
         })
         .nexts(InputNext::NAMES)
