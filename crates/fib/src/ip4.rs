@@ -103,6 +103,13 @@ impl Ip4Table {
         }
     }
 
+    /// Where the first-level entries are, for a node ahead of the lookup to prefetch the
+    /// entries of its packets' destinations (`ip4-input`), one register per frame.
+    #[inline(always)]
+    pub fn entry_prefetch(&self) -> Ip4EntryPrefetch {
+        Ip4EntryPrefetch(self.tbl24.as_slice().as_ptr() as usize)
+    }
+
     /// Four lookups at once (independent loads overlap in the memory system).
     #[inline(always)]
     pub fn lookup_x4(&self, a: [u32; 4]) -> [Option<u32>; 4] {
@@ -134,6 +141,23 @@ impl Ip4Table {
             out[i] = if x & VALID != 0 { x & VALUE_MASK } else { miss };
         }
         out
+    }
+}
+
+/// The address of an [`Ip4Table`]'s first level ([`Ip4Table::entry_prefetch`]), kept as
+/// a number: only ever used as a prefetch hint, never dereferenced (so it is `Send`, and
+/// the default, 0, or a table since replaced, only wastes the prefetch).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ip4EntryPrefetch(usize);
+
+impl Ip4EntryPrefetch {
+    /// Starts loading the first-level entry a lookup of `addr` reads first. Every 32-bit
+    /// address has one (the first level's `1 << 24` entries are indexed by its top 24 bits):
+    /// no bound check.
+    #[inline(always)]
+    pub fn prefetch(self, addr: u32) {
+        let entry = self.0.wrapping_add((addr >> 8) as usize * 4);
+        sluice_infra::prefetch(entry as *const u8);
     }
 }
 
