@@ -94,15 +94,6 @@ impl Ip4Table {
         (e & VALID != 0).then_some(e & VALUE_MASK)
     }
 
-    /// Starts loading the first-level entry [`Ip4Table::lookup`] of `addr` reads first
-    /// (a lookup a few packets later then finds it in cache).
-    #[inline(always)]
-    pub fn prefetch(&self, addr: u32) {
-        if let Some(e) = self.tbl24.as_slice().get((addr >> 8) as usize) {
-            sluice_infra::prefetch(e as *const AtomicU32);
-        }
-    }
-
     /// Four lookups at once (independent loads overlap in the memory system).
     #[inline(always)]
     pub fn lookup_x4(&self, a: [u32; 4]) -> [Option<u32>; 4] {
