@@ -94,15 +94,6 @@ impl Ip4Table {
         (e & VALID != 0).then_some(e & VALUE_MASK)
     }
 
-    /// Starts loading the first-level entry [`Ip4Table::lookup`] of `addr` reads first
-    /// (a lookup a few packets later then finds it in cache).
-    #[inline(always)]
-    pub fn prefetch(&self, addr: u32) {
-        if let Some(e) = self.tbl24.as_slice().get((addr >> 8) as usize) {
-            sluice_infra::prefetch(e as *const AtomicU32);
-        }
-    }
-
     /// Where the first-level entries are, for a node ahead of the lookup to prefetch the
     /// entries of its packets' destinations (`ip4-input`), one register per frame.
     #[inline(always)]
