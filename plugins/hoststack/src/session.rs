@@ -353,6 +353,10 @@ pub struct SessionMain {
     unattached: Vec<(OwnedFd, std::time::Instant)>,
     /// Sluice's interface addresses and prefix lengths (refreshed by the control poll).
     pub locals: Vec<(IpAddr, u8)>,
+    /// UDP ports another node serves through `ip4-local`/`ip6-local` (a tunnel's):
+    /// (IPv6?, port), refreshed by the control poll. An ephemeral port skips them (its
+    /// registration would fail with `EADDRINUSE`).
+    pub foreign_udp: Vec<(bool, u16)>,
     /// Eventfds `session-queue` must add to its epoll: (fd, app id).
     pub irq_add: Vec<(RawFd, u32)>,
     /// Eventfds it must remove before they are closed.
@@ -1240,7 +1244,9 @@ impl SessionMain {
     }
 
     fn ephemeral(&mut self, v6: bool) -> Option<u16> {
-        self.ephemeral_in(v6, |s, v6, p| s.port_refs.contains_key(&(v6, p)))
+        self.ephemeral_in(v6, |s, v6, p| {
+            s.port_refs.contains_key(&(v6, p)) || s.foreign_udp.contains(&(v6, p))
+        })
     }
 
     pub(crate) fn new_session(
@@ -1912,6 +1918,16 @@ pub(crate) mod tests {
         let pa = sm.sess(a).unwrap().local.port();
         let pb = sm.sess(b).unwrap().local.port();
         assert!(EPH.contains(&pa) && EPH.contains(&pb) && pa != pb);
+        // The next one in turn is served by another node (a tunnel's port): skipped,
+        // for its family only.
+        let next = EPH.start() + sm.next_eph;
+        sm.foreign_udp = vec![(false, next)];
+        let c = sm.bind(0, sa("0.0.0.0:0"), &l, &mut ports).unwrap();
+        let pc = sm.sess(c).unwrap().local.port();
+        assert!(EPH.contains(&pc) && pc != next && ![pa, pb].contains(&pc));
+        sm.next_eph = next - EPH.start();
+        let d = sm.bind(0, sa("[::]:0"), &l, &mut ports).unwrap();
+        assert_eq!(sm.sess(d).unwrap().local.port(), next, "IPv6 is free");
     }
 
     /// Two peers whose IPv6 addresses differ in bit 63 of the first 64-bit word and bit
