@@ -1446,8 +1446,9 @@ fn preload_python_sockets_with_the_kernel() {
     preload_python_sockets("pl", 0);
 }
 
-/// The same with two workers: the connections live on the thread owning their flow, their
-/// events come through that thread's event queue, the application's writes go to it.
+/// The same with two workers in interrupt mode: the connections live on the thread owning
+/// their flow, their events come through that thread's event queue, and the application's
+/// writes go to it and wake it (the workers sleep) through that thread's eventfd.
 #[test]
 fn preload_python_sockets_with_the_kernel_on_two_workers() {
     preload_python_sockets("pw", 2);
@@ -1468,6 +1469,12 @@ fn preload_python_sockets(tag: &str, workers: usize) {
     let libs = app_libs();
     let peer = Peer::new(tag);
     let (d, sock, dir) = sluice_on(&peer, tag, workers);
+    if workers > 0 {
+        d.ok(&format!(
+            "set interface rx-mode host-{} interrupt",
+            peer.name
+        ));
+    }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../apps/preload/tests/sockets.py")
         .display()
