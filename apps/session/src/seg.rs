@@ -45,8 +45,9 @@ use std::sync::atomic::{fence, AtomicU32, Ordering};
 pub const MAGIC: u64 = 0x3130_5353_4553_4c53;
 /// Layout version (2: one event-queue pair per session thread, `n_queues`).
 pub const VERSION: u32 = 2;
-/// Most event-queue pairs (session threads) a segment has.
-pub const MAX_QUEUES: u32 = 256;
+/// Most event-queue pairs (session threads) a segment has: thread `t`'s eventfd is sent as
+/// `EventFd` `1 + t`, a `u8`.
+pub const MAX_QUEUES: u32 = 255;
 /// Bytes of the segment header.
 pub const HDR: usize = 4096;
 /// Bytes of a FIFO's header (head, tail, has_event on their own cache lines).

@@ -959,9 +959,9 @@ impl SessionMain {
             sluice_efds.iter().enumerate().try_for_each(|(t, e)| {
                 seqpacket::send(
                     &sock,
-                    // n_queues <= MAX_QUEUES = 256 threads: 1 + t fits in a u8 for t < 255.
+                    // n_queues <= seg::MAX_QUEUES (255, `valid`): 1 + t fits in a u8.
                     &msg::encode(&Msg::EventFd {
-                        which: (1 + t).min(255) as u8,
+                        which: (1 + t) as u8,
                     }),
                     Some(e.as_raw_fd()),
                 )
