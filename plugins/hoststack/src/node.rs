@@ -1056,7 +1056,11 @@ impl SessionQueue {
         let due = self
             .timer_at
             .is_some_and(|t| std::time::Instant::now() >= t);
-        if !(self.busy || kicked || due || self.queued()) {
+        // The tokens first: the runtime discards those a poll leaves, and an eventfd not
+        // read stays readable (level-triggered epoll: the thread would never sleep again).
+        self.irqs.clear();
+        cx.take_irqs(&mut self.irqs);
+        if !(self.busy || kicked || due || !self.irqs.is_empty() || self.queued()) {
             return 0;
         }
         let sm = self.sm.clone();
@@ -1110,8 +1114,7 @@ impl SessionQueue {
                 .map(|a| (a.seg.clone(), a.g))
                 .collect();
         }
-        self.irqs.clear();
-        cx.take_irqs(&mut self.irqs);
+        // `poll_worker` took this poll's tokens.
         for &a in &self.irqs {
             if let Some(e) = sm
                 .apps
@@ -1688,6 +1691,50 @@ mod tests {
             ..sluice_graph::testing::test_pool()
         };
         Harness::new(Vlib::new(g, &cpu, &pool).unwrap(), TCP4_INPUT)
+    }
+
+    /// Whether `fd` is readable now.
+    fn readable(fd: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on the stack, zero timeout.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+    }
+
+    /// A worker's eventfd that fired while its event queue is empty (the application
+    /// signalled a sleep the worker already ended, and the worker took the event while
+    /// busy) is read at the worker's next poll: left readable, the level-triggered epoll
+    /// would wake the worker at once forever (100 % CPU while idle).
+    #[test]
+    fn a_worker_reads_its_eventfd_even_with_nothing_queued() {
+        use sluice_graph::{CpuConfig, Vlib};
+        let (sm, _peer) = crate::session::tests::with_app_on(2);
+        let shared: Shared = Arc::new(Mutex::new(sm));
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: vec![None],
+        };
+        let vm = Vlib::new(graph(&shared), &cpu, &sluice_graph::testing::test_pool()).unwrap();
+        let mut h = Harness::new(vm, SESSION_QUEUE);
+        let efd = lock(&shared).apps[0].as_ref().unwrap().sluice_efds[1].as_raw_fd();
+        let t0 = std::time::Instant::now();
+        // The attach kicked the worker: it registers the eventfd with its epoll.
+        while !lock(&shared).workers[1].efd_add.is_empty() {
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        sluice_infra::shm::signal(efd);
+        let t0 = std::time::Instant::now();
+        while readable(efd) && t0.elapsed().as_secs() < 2 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let left = readable(efd);
+        h.vm.stop_workers();
+        assert!(!left, "the worker left its eventfd readable");
+        h.assert_no_leaks();
     }
 
     /// Segments arriving on the worker: those of flows thread 0 owns are handed to it,
