@@ -205,11 +205,13 @@ impl Plugin for HoststackPlugin {
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
         let cfg = vm.ext_mut::<Staging>().cfg.take().unwrap_or_default();
-        if vm.n_threads() > session::MAX_THREADS {
+        if vm.n_threads() > session::SESSION_THREADS {
             return Err(format!(
-                "session: cpu {{ workers {} }}: a session handle names at most {} workers",
+                "session: cpu {{ workers {} }}: at most {} workers (a session segment has \
+                 at most {} event-queue pairs, one per thread)",
                 vm.n_workers(),
-                session::MAX_THREADS - 1
+                session::SESSION_THREADS - 1,
+                sluice_session::seg::MAX_QUEUES
             ));
         }
         let sm = shared(vm);

@@ -282,7 +282,14 @@ impl AppConn {
     /// the application learns of the slot (the accept event, the connect reply): its owner
     /// word tells the library where to queue its tx events.
     pub fn set_owner(&mut self, slot: u32, t: usize) {
-        let t = t as u32 % self.g.n_queues;
+        // A thread without a queue in this segment (none at startup: n_queues is the
+        // thread count) would have its events dropped by the worker that owns that queue
+        // number; thread 0 takes any, its `tcp_queue` finds the owner.
+        let t = if (t as u32) < self.g.n_queues {
+            t as u32
+        } else {
+            0
+        };
         if let Some((rx, _)) = self.fifos(slot) {
             rx.owner().store(t, std::sync::atomic::Ordering::Release);
         }
@@ -410,9 +417,17 @@ pub struct SessionMain {
 /// index` (VPP's `session_handle()` names the thread likewise).
 pub const THREAD_SHIFT: u32 = 24;
 
-/// Threads a session handle can name (the bits above [`THREAD_SHIFT`]): the host stack
-/// refuses to start with more (`cpu { workers }` at most `MAX_THREADS - 1`).
+/// Threads a session handle can name (the bits above [`THREAD_SHIFT`]).
 pub const MAX_THREADS: usize = 1 << (32 - THREAD_SHIFT);
+
+/// Threads the host stack runs on: a session handle names the thread, and a segment has
+/// one event-queue pair per thread (at most [`seg::MAX_QUEUES`]). It refuses to start with
+/// more (`cpu { workers }` at most `SESSION_THREADS - 1`).
+pub const SESSION_THREADS: usize = if (seg::MAX_QUEUES as usize) < MAX_THREADS {
+    seg::MAX_QUEUES as usize
+} else {
+    MAX_THREADS
+};
 
 /// Sessions one thread's table holds (the bits below [`THREAD_SHIFT`]): past it a new
 /// session is refused ([`SessionMain::alloc_sess`]).
@@ -1489,6 +1504,32 @@ pub(crate) mod tests {
         sm.attach(a, "t".into());
         assert!(sm.apps[0].is_some());
         (sm, b)
+    }
+
+    /// The most threads the host stack starts with still make a valid segment (an
+    /// event-queue pair each) on attach.
+    #[test]
+    fn an_application_attaches_with_the_most_session_threads() {
+        let (sm, _peer) = with_app_on(SESSION_THREADS);
+        assert_eq!(
+            sm.apps[0].as_ref().unwrap().g.n_queues as usize,
+            SESSION_THREADS
+        );
+    }
+
+    /// A slot owned by a thread the segment has no queue for names thread 0 (whose
+    /// `session-queue` takes any connection's tx events and finds its owner), not
+    /// `t % n_queues` (a worker that would drop them as another thread's).
+    #[test]
+    fn a_slot_of_a_thread_without_a_queue_is_served_by_thread_0() {
+        let (mut sm, _peer) = with_app_on(2);
+        let a = sm.apps[0].as_mut().unwrap();
+        a.set_owner(1, 1);
+        assert_eq!(a.owner(1), 1);
+        a.set_owner(1, 3);
+        assert_eq!(a.owner(1), 0);
+        let (rx, _) = a.fifos(1).unwrap();
+        assert_eq!(rx.owner().load(std::sync::atomic::Ordering::Relaxed), 0);
     }
 
     pub(crate) fn locals() -> Vec<(IpAddr, u8)> {
