@@ -705,10 +705,11 @@ mod tests {
         let app = app.unwrap();
         let (rx, tx) = seg::slot_fifos(&seg, &G2, 3).unwrap();
         rx.owner().store(1, std::sync::atomic::Ordering::Relaxed);
-        // Thread 1's data event, then thread 0's accept: both seen, round robin.
+        // Thread 1's data event (it alone keeps the application up), then thread 0's
+        // accept: both seen, round robin.
         assert!(EvQ::app(&seg, &G2, 1).unwrap().push(3));
-        assert!(EvQ::app(&seg, &G2, 0).unwrap().push(seg::EVENT_ACCEPT | 2));
         assert!(!app.prepare_sleep(), "queue 1 is not empty");
+        assert!(EvQ::app(&seg, &G2, 0).unwrap().push(seg::EVENT_ACCEPT | 2));
         let mut got = vec![app.next(), app.next()];
         got.sort_by_key(|e| format!("{e:?}"));
         assert_eq!(got, [Some(Event::Accept(2)), Some(Event::Data(3))]);
