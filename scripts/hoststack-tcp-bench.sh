@@ -28,7 +28,9 @@
 # sluice and sluice-tcp binaries and libsluice_preload.so, e.g. older builds for a
 # before/after comparison; RXMODE=polling|interrupt|adaptive: rx mode of Sluice's veth,
 # default polling; STARTUP="<sections>": appended to Sluice's startup.conf; NO_IPERF=1:
-# without the iperf3 rows, which are left out too when iperf3 is not installed)
+# without the iperf3 rows, which are left out too when iperf3 is not installed; IDLE_CPU=<s>:
+# after the runs, the CPU time (user + system) each Sluice thread used over <s> s with the
+# echo server attached and no traffic: a thread that sleeps shows ~0, one that spins ~<s> s)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 mib=${2:-64}
@@ -268,6 +270,20 @@ for m in rx tx p50 p99 accept connect preconn ${iperf:+iperf iperfr}; do
   esac
   printf '| %s | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f |\n' "$name" "$ka" "$kb" "$kc" "$sa" "$sb" "$sc" "$(echo "$sb / $kb" | bc -l)"
 done
+if [ -n "${IDLE_CPU:-}" ]; then
+  # <thread name> <utime + stime in ticks> per thread (fields 14 and 15 of stat, counted
+  # after the parenthesised name, which may hold spaces).
+  ticks() {
+    local t
+    for t in /proc/"$pid"/task/*; do
+      echo "$(tr ' ' _ <"$t/comm") $(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"
+    done
+  }
+  sleep 1; ticks >"$tmp/t0"; sleep "$IDLE_CPU"; ticks >"$tmp/t1"
+  printf '\nCPU ms per Sluice thread over %s s idle: ' "$IDLE_CPU"
+  paste "$tmp/t0" "$tmp/t1" | awk -v hz="$(getconf CLK_TCK)" '$1 == $3 {printf "%s %.0f  ", $1, ($4 - $2) * 1000 / hz}'
+  echo
+fi
 echo
 C show errors | grep -E 'tcp4-input|session-queue' || true
 echo "buffers in use: $(C show buffers | awk '/default-numa-0/ {print $9}')"

@@ -24,7 +24,7 @@ pub mod seg;
 pub mod sock;
 
 use msg::Msg;
-use seg::{EvQ, Geometry, PopError};
+use seg::{AppQueues, EvQ, Geometry, PopError};
 use sluice_infra::seqpacket::{self, Recv};
 use sluice_infra::shm::{self, Region};
 use std::io;
@@ -46,8 +46,10 @@ pub struct App {
     g: Geometry,
     /// Sluice signals this one when we announced we sleep.
     app_efd: OwnedFd,
-    /// We signal this one when Sluice announced it sleeps.
-    sluice_efd: OwnedFd,
+    /// We signal `sluice_efds[t]` when Sluice's thread `t` announced it sleeps.
+    sluice_efds: Vec<OwnedFd>,
+    /// The app queue [`App::next`] looks at first (round robin).
+    next_q: std::cell::Cell<u32>,
     next_req: u32,
     busy_poll: Duration,
 }
@@ -124,9 +126,12 @@ impl App {
             None,
         )?;
         let mut seg = None;
-        let (mut app_efd, mut sluice_efd) = (None, None);
+        let mut app_efd = None;
+        let mut sluice_efds: Vec<Option<OwnedFd>> = Vec::new();
         let deadline = Instant::now() + REPLY_TIMEOUT;
-        while seg.is_none() || app_efd.is_none() || sluice_efd.is_none() {
+        // The segment comes first, then the eventfds: ours (0) and one per session thread
+        // (1 + t).
+        while seg.is_none() || app_efd.is_none() || sluice_efds.iter().any(|e| e.is_none()) {
             let (m, mut fds) = recv_msg(&sock, deadline)?;
             match m {
                 Msg::AttachReply {
@@ -137,30 +142,35 @@ impl App {
                     let fd = fds
                         .pop()
                         .ok_or_else(|| proto_err("attach reply without memfd"))?;
-                    seg = Some(Region::map(fd, seg_size).map_err(|e| proto_err(&e))?);
+                    let r = Region::map(fd, seg_size).map_err(|e| proto_err(&e))?;
+                    let g = seg::read_header(&r).map_err(|e| proto_err(&e.to_string()))?;
+                    sluice_efds.resize_with(g.n_queues as usize, || None);
+                    seg = Some((r, g));
                 }
                 Msg::EventFd { which } => {
                     let fd = fds
                         .pop()
                         .ok_or_else(|| proto_err("eventfd message without fd"))?;
-                    match which {
-                        0 => app_efd = Some(fd),
-                        _ => sluice_efd = Some(fd),
+                    match (which as usize).checked_sub(1) {
+                        None => app_efd = Some(fd),
+                        Some(t) if t < sluice_efds.len() => sluice_efds[t] = Some(fd),
+                        Some(_) => return Err(proto_err("eventfd of an unknown thread")),
                     }
                 }
                 _ => return Err(proto_err("unexpected message while attaching")),
             }
         }
-        let (Some(seg), Some(app_efd), Some(sluice_efd)) = (seg, app_efd, sluice_efd) else {
+        let (Some((seg, g)), Some(app_efd)) = (seg, app_efd) else {
             return Err(proto_err("incomplete attach"));
         };
-        let g = seg::read_header(&seg).ok_or_else(|| proto_err("bad segment header"))?;
+        let sluice_efds = sluice_efds.into_iter().flatten().collect();
         Ok(App {
             sock,
             seg,
             g,
             app_efd,
-            sluice_efd,
+            sluice_efds,
+            next_q: std::cell::Cell::new(0),
             next_req: 1,
             busy_poll: Duration::ZERO,
         })
@@ -258,7 +268,7 @@ impl App {
             // slots already queued (e.g. the last connection's) are left for the caller, so
             // the sleep is announced anyway and the state word read again after it (Sluice
             // writes the word before it queues the event, then reads the announcement).
-            let q = self.app_evq();
+            let q = self.app_queues();
             q.announce_sleep();
             let st = self.tcp_state(&s);
             if st & (seg::tcp_state::RESET | seg::tcp_state::ESTABLISHED) == 0 {
@@ -372,22 +382,24 @@ impl App {
         }
     }
 
-    /// Queues a tx event for `slot` (once while one is pending) and wakes Sluice if it sleeps.
+    /// Queues a tx event for `slot` (once while one is pending) on its owner thread's
+    /// Sluice queue and wakes that thread if it sleeps.
     fn kick(&self, slot: u32, tx: &seg::Fifo<'_>) {
         if tx.set_event() {
-            let q = self.sluice_evq();
+            let (q, t) = self.sluice_evq(slot);
+            // Never full: at most one event per slot is pending and evq_len >= n_slots.
             if !q.push(slot) {
                 tx.unset_event();
             }
             if q.needs_signal() {
-                shm::signal(self.sluice_efd.as_raw_fd());
+                shm::signal(self.sluice_efds[t as usize].as_raw_fd());
             }
         }
     }
 
     /// The next event: data (or a state change) on a slot, or a connection accepted.
     pub fn next(&self) -> Option<Event> {
-        let v = self.app_evq().pop()?;
+        let v = self.pop_event()?;
         let slot = v & !seg::EVENT_ACCEPT;
         if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, slot) {
             rx.clear_event();
@@ -440,16 +452,7 @@ impl App {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
         }
-        if tx.set_event() {
-            let q = self.sluice_evq();
-            // Never full: at most one event per slot is pending and evq_len >= n_slots.
-            if !q.push(s.slot) {
-                tx.unset_event();
-            }
-            if q.needs_signal() {
-                shm::signal(self.sluice_efd.as_raw_fd());
-            }
-        }
+        self.kick(s.slot, &tx);
         Ok(())
     }
 
@@ -476,19 +479,38 @@ impl App {
         }
     }
 
-    fn app_evq(&self) -> EvQ<'_> {
-        // The header was validated at attach, so the queue fits the segment.
-        EvQ::new(&self.seg, self.g.app_evq_off(), self.g.evq_len).expect("validated segment")
+    fn app_queues(&self) -> AppQueues<'_> {
+        // The header was validated at attach, so the queues fit the segment.
+        AppQueues::new(&self.seg, &self.g).expect("validated segment")
     }
 
-    fn sluice_evq(&self) -> EvQ<'_> {
-        EvQ::new(&self.seg, self.g.sluice_evq_off(), self.g.evq_len).expect("validated segment")
+    /// Pops the next app event, round robin over the threads' queues.
+    fn pop_event(&self) -> Option<u32> {
+        let mut next = self.next_q.get();
+        let v = self.app_queues().pop(&mut next);
+        self.next_q.set(next);
+        v
+    }
+
+    /// The Sluice queue of `slot`'s owner thread (read from the slot, written by Sluice
+    /// before it handed the slot out; a value past the threads reads as thread 0) and the
+    /// thread.
+    fn sluice_evq(&self, slot: u32) -> (EvQ<'_>, u32) {
+        let t = seg::slot_fifos(&self.seg, &self.g, slot)
+            .map(|(rx, _)| rx.owner().load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|&t| t < self.g.n_queues)
+            .unwrap_or(0);
+        // The header was validated at attach, so the queue fits the segment.
+        (
+            EvQ::sluice(&self.seg, &self.g, t).expect("validated segment"),
+            t,
+        )
     }
 
     /// The next session slot with received data (its event is consumed: drain the session
     /// with [`App::recv_from`] until `WouldBlock`).
     pub fn next_event(&self) -> Option<u32> {
-        let slot = self.app_evq().pop()?;
+        let slot = self.pop_event()?;
         if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, slot) {
             rx.clear_event();
         }
@@ -518,7 +540,7 @@ impl App {
     /// Busy-polls the event queue for up to the busy-poll time ([`App::set_busy_poll`]);
     /// whether events are queued.
     pub fn spin(&self) -> bool {
-        let q = self.app_evq();
+        let q = self.app_queues();
         if !self.busy_poll.is_zero() {
             let t0 = Instant::now();
             while q.is_empty() && t0.elapsed() < self.busy_poll {
@@ -537,13 +559,13 @@ impl App {
     /// Announces the application is about to sleep on [`App::event_fd`]; false (do not
     /// sleep) when events are already queued.
     pub fn prepare_sleep(&self) -> bool {
-        self.app_evq().prepare_sleep()
+        self.app_queues().prepare_sleep()
     }
 
     /// Awake again after [`App::prepare_sleep`]: takes the announcement back and empties
     /// the eventfd.
     pub fn woke(&self) {
-        self.app_evq().woke();
+        self.app_queues().woke();
         drain_eventfd(&self.app_efd);
     }
 
@@ -613,9 +635,15 @@ pub fn echo(app: &App, sessions: &[Session], done: impl Fn(u64) -> bool) -> io::
 mod tests {
     use super::*;
 
-    /// Stands in for Sluice: serves one attach on `l` (the segment `seg_fd`, two eventfds)
-    /// and returns the application's control socket.
-    fn serve_attach(l: OwnedFd, seg_fd: RawFd, seg_size: u64) -> OwnedFd {
+    /// Stands in for Sluice: serves one attach on `l` (the segment `seg_fd`, the app's
+    /// eventfd and `n_queues` Sluice ones) and returns the application's control socket
+    /// and the eventfds (index `which`).
+    fn serve_attach(
+        l: OwnedFd,
+        seg_fd: RawFd,
+        seg_size: u64,
+        n_queues: u8,
+    ) -> (OwnedFd, Vec<OwnedFd>) {
         let deadline = Instant::now() + REPLY_TIMEOUT;
         let sock = loop {
             if let Some(s) = seqpacket::accept(&l).unwrap() {
@@ -631,12 +659,76 @@ mod tests {
             seg_size,
         };
         seqpacket::send(&sock, &msg::encode(&r), Some(seg_fd)).unwrap();
-        for which in [0, 1] {
+        let mut efds = Vec::new();
+        for which in 0..=n_queues {
             let efd = shm::eventfd().unwrap();
             let m = msg::encode(&Msg::EventFd { which });
-            seqpacket::send(&sock, &m, Some(efd.as_raw_fd())).unwrap();
+            // An application that refused the segment may have hung up already.
+            let _ = seqpacket::send(&sock, &m, Some(efd.as_raw_fd()));
+            efds.push(efd);
         }
-        sock
+        (sock, efds)
+    }
+
+    /// A segment of `g` and an application attached to it through `serve_attach`.
+    fn attached(name: &str, g: Geometry, version: u32) -> (Region, io::Result<App>, Vec<OwnedFd>) {
+        let seg = Region::create(name, g.size()).unwrap();
+        seg::write_header(&seg, &g, version);
+        let path = format!("@sluice-{name}-{}", std::process::id());
+        let l = seqpacket::listen(&path).unwrap();
+        let seg_fd = seg.raw_fd(); // open until the server thread is joined
+        let size = g.size() as u64;
+        let n = g.n_queues as u8;
+        let server = std::thread::spawn(move || serve_attach(l, seg_fd, size, n));
+        let app = App::attach(&path, "t");
+        let (_sock, efds) = server.join().unwrap();
+        (seg, app, efds)
+    }
+
+    const G2: Geometry = Geometry {
+        n_slots: 4,
+        fifo_size: 4096,
+        evq_len: 16,
+        n_queues: 2,
+    };
+
+    #[test]
+    fn a_segment_of_another_layout_version_is_refused_at_attach() {
+        let (_seg, app, _) = attached("app-v1-test", G2, 1);
+        let e = app.err().expect("refused");
+        assert!(e.to_string().contains("layout version 1"), "{e}");
+    }
+
+    #[test]
+    fn events_of_every_thread_arrive_and_writes_go_to_the_owner() {
+        let (seg, app, efds) = attached("app-queues-test", G2, seg::VERSION);
+        let app = app.unwrap();
+        let (rx, tx) = seg::slot_fifos(&seg, &G2, 3).unwrap();
+        rx.owner().store(1, std::sync::atomic::Ordering::Relaxed);
+        // Thread 1's data event (it alone keeps the application up), then thread 0's
+        // accept: both seen, round robin.
+        assert!(EvQ::app(&seg, &G2, 1).unwrap().push(3));
+        assert!(!app.prepare_sleep(), "queue 1 is not empty");
+        assert!(EvQ::app(&seg, &G2, 0).unwrap().push(seg::EVENT_ACCEPT | 2));
+        let mut got = vec![app.next(), app.next()];
+        got.sort_by_key(|e| format!("{e:?}"));
+        assert_eq!(got, [Some(Event::Accept(2)), Some(Event::Data(3))]);
+        assert_eq!(app.next(), None);
+        // A write to slot 3 (thread 1's) goes to Sluice queue 1 and signals its eventfd
+        // when thread 1 sleeps.
+        let q1 = EvQ::sluice(&seg, &G2, 1).unwrap();
+        assert!(q1.prepare_sleep());
+        let s = Session {
+            slot: 3,
+            local: "10.0.0.1:80".parse().unwrap(),
+            remote: Some("10.0.0.2:9".parse().unwrap()),
+        };
+        assert_eq!(app.write(&s, b"abc").unwrap(), 3);
+        assert_eq!(tx.used(), Some(3));
+        assert_eq!(q1.pop(), Some(3));
+        assert!(EvQ::sluice(&seg, &G2, 0).unwrap().is_empty());
+        assert!(wait_readable(efds[2].as_raw_fd(), Some(Duration::ZERO)).unwrap());
+        assert!(!wait_readable(efds[1].as_raw_fd(), Some(Duration::ZERO)).unwrap());
     }
 
     #[test]
@@ -645,6 +737,7 @@ mod tests {
             n_slots: 2,
             fifo_size: 4096,
             evq_len: 16,
+            n_queues: 1,
         };
         let seg = Region::create("app-close-test", g.size()).unwrap();
         seg::init_header(&seg, &g);
@@ -652,9 +745,9 @@ mod tests {
         let l = seqpacket::listen(&path).unwrap();
         let seg_fd = seg.raw_fd(); // open until the server thread is joined
         let size = g.size() as u64;
-        let server = std::thread::spawn(move || serve_attach(l, seg_fd, size));
+        let server = std::thread::spawn(move || serve_attach(l, seg_fd, size, 1));
         let mut app = App::attach(&path, "t").unwrap();
-        let sock = server.join().unwrap();
+        let (sock, _efds) = server.join().unwrap();
         let (rx, _) = seg::slot_fifos(&seg, &g, 1).unwrap();
         let s = Session {
             slot: 1,

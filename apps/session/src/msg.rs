@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | 1 `Attach` | app → Sluice | name (32 bytes at 8) |
 //! | 2 `AttachReply` | Sluice → app | retval i32 at 4, segment size u64 at 8; fd: the segment memfd |
-//! | 3 `EventFd` | Sluice → app | which u8 at 4 (0: Sluice wakes the app, 1: the app wakes Sluice); fd |
+//! | 3 `EventFd` | Sluice → app | which u8 at 4 (0: Sluice wakes the app, 1 + t: the app wakes Sluice's thread t, one per event-queue pair); fd |
 //! | 4 `Bind` | app → Sluice | request u32 at 4, local endpoint at 8 |
 //! | 5 `Connect` | app → Sluice | request at 4, remote endpoint at 8, local port u16 at 28 (0: ephemeral) |
 //! | 6 `SessionReply` | Sluice → app | request at 4, retval i32 at 8, slot u32 at 12, local endpoint at 16 |
@@ -45,7 +45,7 @@ pub enum Msg {
     },
     /// An eventfd follows.
     EventFd {
-        /// 0: Sluice signals the app; 1: the app signals Sluice.
+        /// 0: Sluice signals the app; 1 + t: the app signals Sluice's thread `t`.
         which: u8,
     },
     /// Bind a UDP endpoint (a listener: datagrams from any peer).

@@ -2,13 +2,23 @@
 //! created by Sluice, mapped by both. Layout (all integers little-endian, offsets from 0):
 //!
 //! ```text
-//! 0      header: magic u64, version u32, n_slots u32, fifo_size u32, evq_len u32
-//! 4096   app event queue  (Sluice produces, the application consumes): slot numbers
-//!        whose rx FIFO got data
-//! +evq   Sluice event queue (the application produces, Sluice consumes): slot numbers
-//!        whose tx FIFO got data
+//! 0      header: magic u64, version u32, n_slots u32, fifo_size u32, evq_len u32,
+//!        n_queues u32
+//! 4096   per session thread t < n_queues, a pair of event queues:
+//!          app event queue t (thread t produces, the application consumes): slot
+//!          numbers whose rx FIFO got data (sessions thread t owns)
+//!          Sluice event queue t (the application produces, thread t consumes): slot
+//!          numbers whose tx FIFO got data
 //! slots  n_slots × (rx FIFO, tx FIFO), each FIFO_HDR + fifo_size bytes
 //! ```
+//!
+//! A slot's session lives on one thread, its *owner* (written by Sluice into the rx FIFO's
+//! header, [`Fifo::owner`], before the slot is handed to the application): its events come
+//! through app queue `owner`, its tx events go to Sluice queue `owner`. The application has
+//! one wake-up eventfd for all its queues and one `waiting` word (app queue 0's): it
+//! announces its sleep there and then looks at every queue, and a producer of any queue
+//! takes the announcement (a swap) after publishing, so a sleep is signalled once and never
+//! missed ([`AppQueues`]).
 //!
 //! An event queue is a single-producer single-consumer ring of `u32`: `head` (written by
 //! the producer) and `tail` (written by the consumer) on cache lines of their own, and a
@@ -33,8 +43,11 @@ use std::sync::atomic::{fence, AtomicU32, Ordering};
 
 /// "SLSESS01".
 pub const MAGIC: u64 = 0x3130_5353_4553_4c53;
-/// Layout version.
-pub const VERSION: u32 = 1;
+/// Layout version (2: one event-queue pair per session thread, `n_queues`).
+pub const VERSION: u32 = 2;
+/// Most event-queue pairs (session threads) a segment has: thread `t`'s eventfd is sent as
+/// `EventFd` `1 + t`, a `u8`.
+pub const MAX_QUEUES: u32 = 255;
 /// Bytes of the segment header.
 pub const HDR: usize = 4096;
 /// Bytes of a FIFO's header (head, tail, has_event on their own cache lines).
@@ -53,6 +66,8 @@ pub struct Geometry {
     pub fifo_size: u32,
     /// Entries of each event queue (a power of two).
     pub evq_len: u32,
+    /// Event-queue pairs: one per session thread (main + workers).
+    pub n_queues: u32,
 }
 
 impl Geometry {
@@ -60,13 +75,13 @@ impl Geometry {
     pub fn evq_bytes(&self) -> usize {
         (EVQ_HDR + 4 * self.evq_len as usize).next_multiple_of(64)
     }
-    /// Offset of the app event queue.
-    pub fn app_evq_off(&self) -> usize {
-        HDR
+    /// Offset of thread `t`'s app event queue.
+    pub fn app_evq_off(&self, t: u32) -> usize {
+        HDR + 2 * t as usize * self.evq_bytes()
     }
-    /// Offset of Sluice's event queue.
-    pub fn sluice_evq_off(&self) -> usize {
-        HDR + self.evq_bytes()
+    /// Offset of thread `t`'s Sluice event queue.
+    pub fn sluice_evq_off(&self, t: u32) -> usize {
+        HDR + (2 * t as usize + 1) * self.evq_bytes()
     }
     /// Bytes of one FIFO.
     pub fn fifo_bytes(&self) -> usize {
@@ -74,7 +89,8 @@ impl Geometry {
     }
     /// Offset of slot `i`'s rx FIFO (its tx FIFO follows).
     pub fn slot_off(&self, i: u32) -> usize {
-        (HDR + 2 * self.evq_bytes()).next_multiple_of(4096) + 2 * i as usize * self.fifo_bytes()
+        (HDR + 2 * self.n_queues as usize * self.evq_bytes()).next_multiple_of(4096)
+            + 2 * i as usize * self.fifo_bytes()
     }
     /// Total segment size.
     pub fn size(&self) -> usize {
@@ -87,42 +103,91 @@ impl Geometry {
             && self.evq_len.is_power_of_two()
             && (16..=1 << 20).contains(&self.evq_len)
             && (1..=4096).contains(&self.n_slots)
+            && (1..=MAX_QUEUES).contains(&self.n_queues)
             // At most one event per slot is pending, so a queue never overflows.
             && self.evq_len >= self.n_slots
             && (self.size() as u64) <= sluice_infra::shm::MAX_REGION_SIZE
     }
 }
 
+/// Bytes of the header's fields.
+const HDR_FIELDS: usize = 28;
+
 /// Writes the header of a fresh (zeroed) segment.
 pub fn init_header(r: &Region, g: &Geometry) {
-    let Some(p) = r.range(0, 24) else { return };
-    let mut h = [0u8; 24];
+    write_header(r, g, VERSION);
+}
+
+pub(crate) fn write_header(r: &Region, g: &Geometry, version: u32) {
+    let Some(p) = r.range(0, HDR_FIELDS as u64) else {
+        return;
+    };
+    let mut h = [0u8; HDR_FIELDS];
     h[0..8].copy_from_slice(&MAGIC.to_le_bytes());
-    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&version.to_le_bytes());
     h[12..16].copy_from_slice(&g.n_slots.to_le_bytes());
     h[16..20].copy_from_slice(&g.fifo_size.to_le_bytes());
     h[20..24].copy_from_slice(&g.evq_len.to_le_bytes());
-    // SAFETY: `range` checked that 24 bytes at `p` lie inside the mapping.
-    unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), p, 24) };
+    h[24..28].copy_from_slice(&g.n_queues.to_le_bytes());
+    // SAFETY: `range` checked that the header's bytes at `p` lie inside the mapping.
+    unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), p, HDR_FIELDS) };
 }
 
+/// Why a segment's header was refused ([`read_header`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum HeaderError {
+    /// Not a session segment (magic) or too small.
+    NotASegment,
+    /// Another layout version: the library and Sluice must be of the same layout.
+    Version(u32),
+    /// Impossible geometry, or larger than the mapping.
+    Geometry,
+}
+
+impl std::fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeaderError::NotASegment => write!(f, "not a Sluice session segment"),
+            HeaderError::Version(v) => write!(
+                f,
+                "segment layout version {v}, this library speaks version {VERSION}: \
+                 use the session library of this Sluice"
+            ),
+            HeaderError::Geometry => write!(f, "bad segment geometry"),
+        }
+    }
+}
+
+impl std::error::Error for HeaderError {}
+
 /// Reads and checks the header of a mapped segment.
-pub fn read_header(r: &Region) -> Option<Geometry> {
-    let p = r.range(0, 24)?;
-    let mut h = [0u8; 24];
-    // SAFETY: `range` checked the 24 bytes; a concurrent writer can only change values,
-    // which are validated below.
-    unsafe { std::ptr::copy_nonoverlapping(p, h.as_mut_ptr(), 24) };
+pub fn read_header(r: &Region) -> Result<Geometry, HeaderError> {
+    let p = r
+        .range(0, HDR_FIELDS as u64)
+        .ok_or(HeaderError::NotASegment)?;
+    let mut h = [0u8; HDR_FIELDS];
+    // SAFETY: `range` checked the header's bytes; a concurrent writer can only change
+    // values, which are validated below.
+    unsafe { std::ptr::copy_nonoverlapping(p, h.as_mut_ptr(), HDR_FIELDS) };
     let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-    if u64::from_le_bytes(h[0..8].try_into().ok()?) != MAGIC || u32_at(8) != VERSION {
-        return None;
+    let magic = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+    if magic != MAGIC {
+        return Err(HeaderError::NotASegment);
+    }
+    if u32_at(8) != VERSION {
+        return Err(HeaderError::Version(u32_at(8)));
     }
     let g = Geometry {
         n_slots: u32_at(12),
         fifo_size: u32_at(16),
         evq_len: u32_at(20),
+        n_queues: u32_at(24),
     };
-    (g.valid() && g.size() <= r.size()).then_some(g)
+    if g.valid() && g.size() <= r.size() {
+        Ok(g)
+    } else {
+        Err(HeaderError::Geometry)
+    }
 }
 
 fn atomic_at(r: &Region, off: usize) -> Option<&AtomicU32> {
@@ -154,6 +219,26 @@ impl<'a> EvQ<'a> {
             ents: r.range((off + EVQ_HDR) as u64, 4 * len as u64)?,
             len,
         })
+    }
+
+    /// Thread `t`'s app event queue of the segment `r` with geometry `g`, announcing sleeps
+    /// in the application's one `waiting` word (app queue 0's): see [`AppQueues`].
+    pub fn app(r: &'a Region, g: &Geometry, t: u32) -> Option<EvQ<'a>> {
+        if t >= g.n_queues {
+            return None;
+        }
+        Some(EvQ {
+            waiting: atomic_at(r, g.app_evq_off(0) + 128)?,
+            ..EvQ::new(r, g.app_evq_off(t), g.evq_len)?
+        })
+    }
+
+    /// Thread `t`'s Sluice event queue (its own `waiting` word: thread `t` sleeps on it).
+    pub fn sluice(r: &'a Region, g: &Geometry, t: u32) -> Option<EvQ<'a>> {
+        if t >= g.n_queues {
+            return None;
+        }
+        EvQ::new(r, g.sluice_evq_off(t), g.evq_len)
     }
 
     fn slot(&self, pos: u32) -> *mut u32 {
@@ -226,6 +311,70 @@ impl<'a> EvQ<'a> {
     pub fn needs_signal(&self) -> bool {
         fence(Ordering::SeqCst);
         self.waiting.load(Ordering::Relaxed) != 0 && self.waiting.swap(0, Ordering::Relaxed) != 0
+    }
+}
+
+/// The consumer's view of all of an application's event queues (one per session thread):
+/// popped round robin, one `waiting` word for all. The sleep handshake with several
+/// producers: the consumer sets the word, then looks at every queue; a producer publishes
+/// its entry, then takes the word with a swap and signals. With a SeqCst fence between the
+/// store and the loads on both sides, either the consumer sees the entry or the producer
+/// sees the announcement; the swap makes one producer (not each) signal per sleep.
+#[derive(Copy, Clone)]
+pub struct AppQueues<'a> {
+    r: &'a Region,
+    g: Geometry,
+}
+
+impl<'a> AppQueues<'a> {
+    /// The app queues of segment `r` (`None` if one does not fit).
+    pub fn new(r: &'a Region, g: &Geometry) -> Option<AppQueues<'a>> {
+        (0..g.n_queues)
+            .all(|t| EvQ::app(r, g, t).is_some())
+            .then_some(AppQueues { r, g: *g })
+    }
+
+    fn q(&self, t: u32) -> EvQ<'a> {
+        EvQ::app(self.r, &self.g, t).expect("checked in new")
+    }
+
+    /// Takes the oldest entry of the first non-empty queue from `*next` on, and moves
+    /// `*next` past it (round robin: a busy thread's queue does not starve the others).
+    pub fn pop(&self, next: &mut u32) -> Option<u32> {
+        let n = self.g.n_queues;
+        for i in 0..n {
+            let t = (*next + i) % n;
+            if let Some(v) = self.q(t).pop() {
+                *next = (t + 1) % n;
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// Whether every queue is empty.
+    pub fn is_empty(&self) -> bool {
+        (0..self.g.n_queues).all(|t| self.q(t).is_empty())
+    }
+
+    /// [`EvQ::prepare_sleep`] over every queue.
+    pub fn prepare_sleep(&self) -> bool {
+        self.announce_sleep();
+        if !self.is_empty() {
+            self.q(0).waiting.store(0, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// [`EvQ::announce_sleep`] (the shared word).
+    pub fn announce_sleep(&self) {
+        self.q(0).announce_sleep();
+    }
+
+    /// [`EvQ::woke`] (the shared word).
+    pub fn woke(&self) -> bool {
+        self.q(0).woke()
     }
 }
 
@@ -422,6 +571,8 @@ impl<'a> Fifo<'a> {
     }
 }
 
+/// Header offset of an rx FIFO's owner word ([`Fifo::owner`]).
+const OWNER_WORD: usize = 132;
 /// Header offset of an rx FIFO's TCP state word ([`Fifo::state`]), which is a tx FIFO's
 /// space-request word ([`Fifo::space_request`]).
 const STATE_WORD: usize = 136;
@@ -523,8 +674,8 @@ impl<'a> Fifo<'a> {
 
     /// The header word `off` bytes on ([`STATE_WORD`] or [`WND_WORD`]).
     fn word(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off == STATE_WORD || off == WND_WORD);
-        // SAFETY: `head` is the first word of the 192-byte header checked in `new`; both
+        debug_assert!(off == STATE_WORD || off == WND_WORD || off == OWNER_WORD);
+        // SAFETY: `head` is the first word of the 192-byte header checked in `new`; the
         // words lie inside it (before the endpoints at 144), 4-aligned, and are only
         // accessed atomically.
         unsafe { &*((self.head as *const AtomicU32 as *const u8).add(off) as *const AtomicU32) }
@@ -533,6 +684,13 @@ impl<'a> Fifo<'a> {
     /// The slot's TCP state word ([`tcp_state`]); lives in the rx FIFO's header.
     pub fn state(&self) -> &AtomicU32 {
         self.word(STATE_WORD)
+    }
+
+    /// The slot's owner thread (rx FIFO header, written by Sluice before it hands the slot
+    /// out): its events come through that thread's app queue, its tx events go to that
+    /// thread's Sluice queue.
+    pub fn owner(&self) -> &AtomicU32 {
+        self.word(OWNER_WORD)
     }
 
     /// The window-update request word: Sluice sets it when it advertised a small window,
@@ -574,6 +732,7 @@ impl<'a> Fifo<'a> {
         // A tx FIFO's space request is the word an rx FIFO keeps its state in.
         self.state().store(0, Ordering::Relaxed);
         self.wnd_request().store(0, Ordering::Relaxed);
+        self.owner().store(0, Ordering::Relaxed);
         self.has_event.store(0, Ordering::Release);
     }
 
@@ -638,6 +797,7 @@ mod tests {
             n_slots: 2,
             fifo_size: 4096,
             evq_len: 16,
+            n_queues: 2,
         };
         let r = Region::create("seg-test", g.size()).unwrap();
         init_header(&r, &g);
@@ -647,12 +807,174 @@ mod tests {
     #[test]
     fn header_roundtrip_and_bad_geometry_refused() {
         let (r, g) = seg();
-        assert_eq!(read_header(&r), Some(g));
+        assert_eq!(read_header(&r), Ok(g));
         let bad = Geometry {
             fifo_size: 5000,
             ..g
         };
         assert!(!bad.valid());
+        assert!(!Geometry { n_queues: 0, ..g }.valid());
+        assert!(!Geometry {
+            n_queues: MAX_QUEUES + 1,
+            ..g
+        }
+        .valid());
+    }
+
+    #[test]
+    fn another_layout_version_is_refused_with_its_number() {
+        let (r, g) = seg();
+        write_header(&r, &g, 1);
+        assert_eq!(read_header(&r), Err(HeaderError::Version(1)));
+        assert!(HeaderError::Version(1).to_string().contains("version 1"));
+    }
+
+    #[test]
+    fn queues_and_slots_do_not_overlap() {
+        let (_, g) = seg();
+        let q = g.evq_bytes();
+        assert_eq!(g.app_evq_off(0) + q, g.sluice_evq_off(0));
+        assert_eq!(g.sluice_evq_off(0) + q, g.app_evq_off(1));
+        assert!(g.sluice_evq_off(1) + q <= g.slot_off(0));
+    }
+
+    #[test]
+    fn each_slot_keeps_its_owner_until_reset() {
+        let (r, g) = seg();
+        let (rx, _) = slot_fifos(&r, &g, 1).unwrap();
+        rx.owner().store(1, Ordering::Relaxed);
+        rx.set_endpoints(
+            "1.2.3.4:5".parse().unwrap(),
+            "5.6.7.8:9".parse().unwrap(),
+            0,
+        );
+        assert_eq!(
+            rx.owner().load(Ordering::Relaxed),
+            1,
+            "not under the endpoints"
+        );
+        rx.reset();
+        assert_eq!(rx.owner().load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn app_queues_pop_round_robin() {
+        let (r, g) = seg();
+        let (q0, q1) = (EvQ::app(&r, &g, 0).unwrap(), EvQ::app(&r, &g, 1).unwrap());
+        assert!(EvQ::app(&r, &g, 2).is_none());
+        for v in [1, 2, 3] {
+            assert!(q0.push(v));
+        }
+        assert!(q1.push(10));
+        let qs = AppQueues::new(&r, &g).unwrap();
+        let mut next = 0;
+        let got: Vec<u32> = std::iter::from_fn(|| qs.pop(&mut next)).collect();
+        assert_eq!(got, [1, 10, 2, 3]);
+        assert!(qs.is_empty());
+    }
+
+    #[test]
+    fn a_push_on_any_queue_signals_the_one_sleep() {
+        let (r, g) = seg();
+        let qs = AppQueues::new(&r, &g).unwrap();
+        let q1 = EvQ::app(&r, &g, 1).unwrap();
+        let q0 = EvQ::app(&r, &g, 0).unwrap();
+        assert!(qs.prepare_sleep());
+        assert!(q1.push(7));
+        assert!(
+            q1.needs_signal(),
+            "queue 1's producer sees the announcement"
+        );
+        assert!(q0.push(8));
+        assert!(!q0.needs_signal(), "taken once");
+        assert!(!qs.woke(), "a producer took it");
+        // Queue 0 empty again: only queue 1's entry may keep the consumer up.
+        assert_eq!(q0.pop(), Some(8));
+        assert!(
+            !qs.prepare_sleep(),
+            "entries pending in a queue other than 0"
+        );
+        assert!(!q0.needs_signal(), "taken back");
+    }
+
+    /// Two producers (threads) taking turns, one consumer that sleeps on one eventfd
+    /// whenever the queues are empty: producer `i % 2` queues entry `i` once entry `i - 1`
+    /// was consumed, so one entry is in flight at a time and a lost wake-up stalls all three
+    /// (the consumer's sleep then times out).
+    #[test]
+    fn two_producers_never_lose_a_wake_up() {
+        use std::sync::atomic::AtomicU64;
+        use std::sync::Arc;
+        const N: u64 = 5_000;
+        let g = Geometry {
+            n_slots: 16,
+            fifo_size: 4096,
+            evq_len: 16,
+            n_queues: 2,
+        };
+        let r = Arc::new(Region::create("seg-stress", g.size()).unwrap());
+        init_header(&r, &g);
+        let efd = Arc::new(sluice_infra::shm::eventfd().unwrap());
+        let done = Arc::new(AtomicU64::new(0));
+        let producers: Vec<_> = (0..2u32)
+            .map(|t| {
+                let (r, efd, done) = (r.clone(), efd.clone(), done.clone());
+                std::thread::spawn(move || {
+                    use std::os::fd::AsRawFd;
+                    let q = EvQ::app(&r, &g, t).unwrap();
+                    for i in (t as u64..2 * N).step_by(2) {
+                        let mut k = 0u32;
+                        while done.load(Ordering::Acquire) < i {
+                            k += 1;
+                            if k % 64 == 0 {
+                                std::thread::yield_now();
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        assert!(q.push(t));
+                        if q.needs_signal() {
+                            sluice_infra::shm::signal(efd.as_raw_fd());
+                        }
+                    }
+                })
+            })
+            .collect();
+        let qs = AppQueues::new(&r, &g).unwrap();
+        let (mut next, mut sleeps) = (0, 0u64);
+        while done.load(Ordering::Relaxed) < 2 * N {
+            if let Some(t) = qs.pop(&mut next) {
+                assert_eq!(t as u64, done.load(Ordering::Relaxed) % 2, "in turn");
+                done.fetch_add(1, Ordering::Release);
+                continue;
+            }
+            if !qs.prepare_sleep() {
+                continue;
+            }
+            sleeps += 1;
+            let mut p = libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&*efd),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let n = unsafe { libc::poll(&mut p, 1, 2000) };
+            assert_eq!(
+                n, 1,
+                "a wake-up was lost: both producers wait, nothing signalled"
+            );
+            qs.woke();
+            let mut v = 0u64;
+            // SAFETY: reads 8 bytes into a local from a non-blocking eventfd.
+            unsafe { libc::read(p.fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert!(
+            sleeps > 0,
+            "the consumer slept (the handshake was exercised)"
+        );
     }
 
     #[test]
@@ -723,7 +1045,7 @@ mod tests {
     #[test]
     fn event_queue_signals_a_sleeping_consumer_once() {
         let (r, g) = seg();
-        let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
+        let q = EvQ::new(&r, g.app_evq_off(0), g.evq_len).unwrap();
         assert!(q.prepare_sleep());
         assert!(q.push(3));
         assert!(q.needs_signal());
@@ -739,7 +1061,7 @@ mod tests {
     #[test]
     fn woke_says_whether_a_producer_took_the_announcement() {
         let (r, g) = seg();
-        let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
+        let q = EvQ::new(&r, g.app_evq_off(0), g.evq_len).unwrap();
         q.announce_sleep();
         assert!(q.woke(), "nobody signalled: taken back");
         assert!(!q.woke(), "no announcement up");
@@ -752,7 +1074,7 @@ mod tests {
     #[test]
     fn an_announced_sleep_is_signalled_with_other_events_queued() {
         let (r, g) = seg();
-        let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
+        let q = EvQ::new(&r, g.app_evq_off(0), g.evq_len).unwrap();
         assert!(q.push(1)); // another slot's event, left for the caller
         assert!(!q.prepare_sleep(), "entries pending: no sleep");
         assert!(q.push(2));

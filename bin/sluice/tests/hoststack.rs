@@ -69,8 +69,8 @@ impl Drop for Slot {
 
 /// The tags of these tests' namespaces (`Peer::new` refuses any other, so that
 /// [`reap_stale_namespaces`] knows them all).
-const TAGS: [&str; 14] = [
-    "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt",
+const TAGS: [&str; 15] = [
+    "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt", "pw",
 ];
 
 /// Removes the namespaces of earlier runs of these tests that were killed before their
@@ -1443,6 +1443,18 @@ fn preloaded(libs: &std::path::Path, sock: &str, prog: &str) -> std::process::Co
 
 #[test]
 fn preload_python_sockets_with_the_kernel() {
+    preload_python_sockets("pl", 0);
+}
+
+/// The same with two workers in interrupt mode: the connections live on the thread owning
+/// their flow, their events come through that thread's event queue, and the application's
+/// writes go to it and wake it (the workers sleep) through that thread's eventfd.
+#[test]
+fn preload_python_sockets_with_the_kernel_on_two_workers() {
+    preload_python_sockets("pw", 2);
+}
+
+fn preload_python_sockets(tag: &str, workers: usize) {
     if let Some(why) = skip_reason() {
         sluice_infra::testing::skip(&why);
         return;
@@ -1455,8 +1467,14 @@ fn preload_python_sockets_with_the_kernel() {
         return;
     };
     let libs = app_libs();
-    let peer = Peer::new("pl");
-    let (d, sock, dir) = sluice(&peer, "pl");
+    let peer = Peer::new(tag);
+    let (d, sock, dir) = sluice_on(&peer, tag, workers);
+    if workers > 0 {
+        d.ok(&format!(
+            "set interface rx-mode host-{} interrupt",
+            peer.name
+        ));
+    }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../apps/preload/tests/sockets.py")
         .display()

@@ -205,11 +205,13 @@ impl Plugin for HoststackPlugin {
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
         let cfg = vm.ext_mut::<Staging>().cfg.take().unwrap_or_default();
-        if vm.n_threads() > session::MAX_THREADS {
+        if vm.n_threads() > session::SESSION_THREADS {
             return Err(format!(
-                "session: cpu {{ workers {} }}: a session handle names at most {} workers",
+                "session: cpu {{ workers {} }}: at most {} workers (a session segment has \
+                 at most {} event-queue pairs, one per thread)",
                 vm.n_workers(),
-                session::MAX_THREADS - 1
+                session::SESSION_THREADS - 1,
+                sluice_session::seg::MAX_QUEUES
             ));
         }
         let sm = shared(vm);
@@ -299,6 +301,27 @@ fn local_addrs(vm: &mut Vlib) -> Vec<(IpAddr, u8)> {
     out
 }
 
+/// The UDP ports another node than the host stack's serves through `ip4-local`/`ip6-local`:
+/// (IPv6?, port).
+fn foreign_udp_ports(vm: &Vlib) -> Vec<(bool, u16)> {
+    use sluice_vnet::ip_local::{LocalKey, LocalRegistrations};
+    vm.ext::<LocalRegistrations>()
+        .map(|r| {
+            r.list
+                .iter()
+                .filter_map(|(v6, k, node, _)| match k {
+                    LocalKey::UdpPort(p)
+                        if node != node::UDP4_INPUT && node != node::UDP6_INPUT =>
+                    {
+                        Some((*v6, *p))
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Applies the UDP port changes on every thread; returns the registrations that failed
 /// (IPv6?, port, why), for [`SessionMain::refuse_unregistered`].
 fn apply_ports(vm: &mut Vlib, ports: Vec<PortChange>) -> Vec<(bool, u16, SessionError)> {
@@ -333,9 +356,11 @@ fn apply_ports(vm: &mut Vlib, ports: Vec<PortChange>) -> Vec<(bool, u16, Session
 pub fn poll_control(vm: &mut Vlib) {
     let sm = shared(vm);
     let locals = local_addrs(vm);
+    let foreign = foreign_udp_ports(vm);
     let mut ports = Vec::new();
     let (tcp, replies, applied) = {
         let mut g = session_lock(&sm);
+        g.foreign_udp = foreign;
         g.poll(locals, &mut ports);
         let tcp = tcp_wanted(&mut g);
         (tcp, g.has_replies(), g.tcp_applied())

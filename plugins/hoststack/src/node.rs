@@ -20,9 +20,12 @@
 //!   node on the owner), `congestion_drop` (the handoff queue to the owner was full).
 //!
 //! `session-queue` (input, every thread). On a worker it only sends its own TCP
-//! connections' segments (queued by its input nodes, its timers, or by thread 0 for the
-//! applications' tx events and control requests: thread 0 kicks and wakes it) and runs
-//! its timers, taking the session lock only when kicked or a timer is due. On thread 0 it
+//! connections' segments (queued by its input nodes, its timers, by the applications' tx
+//! events on this thread's Sluice event queue of their segments — its eventfds are in this
+//! thread's epoll — or by thread 0 for control requests: thread 0 kicks and wakes it) and
+//! runs its timers, taking the session lock only when kicked, a timer is due or a tx event
+//! is queued. Each thread's events to an application go to that thread's app event queue
+//! (the slot's owner thread: `AppConn::owner`). On thread 0 it
 //! also serves the applications: it takes the datagrams applications queued in their tx
 //! FIFOs (announced through their event queues, woken by their eventfds) and builds the
 //! IPv4/IPv6 and UDP headers in front of each (the udp-output step), locally originated,
@@ -77,7 +80,7 @@
 //! is not yet registered on every thread (`SessionMain::tcp_applied`, set by the control
 //! poll): their SYN-ACKs would be punted.
 
-use crate::session::{flow_owner, handle_index, Proto, SessionMain, NO_SLOT};
+use crate::session::{flow_owner, handle_index, handle_thread, Proto, SessionMain, NO_SLOT};
 use crate::tcp::{Out, Seg, TcpFlags};
 use crate::tcpsess::TcpDrop;
 use sluice_buffer::{flags, BufIdx};
@@ -722,6 +725,8 @@ pub struct SessionQueue {
         sluice_session::seg::Geometry,
     )>,
     thread: usize,
+    /// The `SessionMain::apps_gen` `watch` was made at (workers).
+    apps_gen: u64,
     busy: bool,
     pending: VecDeque<(u32, u32)>,
     irqs: Vec<u32>,
@@ -1051,7 +1056,11 @@ impl SessionQueue {
         let due = self
             .timer_at
             .is_some_and(|t| std::time::Instant::now() >= t);
-        if !(self.busy || kicked || due) {
+        // The tokens first: the runtime discards those a poll leaves, and an eventfd not
+        // read stays readable (level-triggered epoll: the thread would never sleep again).
+        self.irqs.clear();
+        cx.take_irqs(&mut self.irqs);
+        if !(self.busy || kicked || due || !self.irqs.is_empty() || self.queued()) {
             return 0;
         }
         let sm = self.sm.clone();
@@ -1062,6 +1071,7 @@ impl SessionQueue {
         if self.thread >= sm.n_threads() {
             return 0;
         }
+        self.worker_events(cx, &mut sm);
         self.tcp(cx, &mut sm);
         // Held connections (`tcp_applied` false) wait for a kick, not a busy poll.
         self.busy = sm.tcp_applied && !sm.workers[self.thread].tcp_out.is_empty();
@@ -1069,6 +1079,79 @@ impl SessionQueue {
         let n = self.out4.len() + self.out6.len();
         self.flush(cx);
         n
+    }
+}
+
+impl SessionQueue {
+    /// Whether an application queued a tx event on this thread's Sluice queue (seen without
+    /// the lock: an eventfd only fires when this thread announced it sleeps).
+    fn queued(&self) -> bool {
+        let t = self.thread as u32;
+        self.watch
+            .iter()
+            .any(|(r, g)| sluice_session::seg::EvQ::sluice(r, g, t).is_some_and(|q| !q.is_empty()))
+    }
+
+    /// A worker: registers its applications' eventfds, refreshes the segments it watches,
+    /// and takes the tx events queued for its connections (each queues the connection for
+    /// `tcp()` on this thread).
+    fn worker_events(&mut self, cx: &mut Cx, sm: &mut SessionMain) {
+        let th = self.thread;
+        for (fd, tok) in std::mem::take(&mut sm.workers[th].efd_add) {
+            if let Err(e) = cx.irq_register(fd, tok) {
+                log::warn!("session-queue: epoll add: {e}");
+            }
+        }
+        for fd in std::mem::take(&mut sm.workers[th].efd_del) {
+            cx.irq_unregister(fd.as_raw_fd());
+        }
+        if self.apps_gen != sm.apps_gen {
+            self.apps_gen = sm.apps_gen;
+            self.watch = sm
+                .apps
+                .iter()
+                .flatten()
+                .map(|a| (a.seg.clone(), a.g))
+                .collect();
+        }
+        // `poll_worker` took this poll's tokens.
+        for &a in &self.irqs {
+            if let Some(e) = sm
+                .apps
+                .get(a as usize)
+                .and_then(|a| a.as_ref())
+                .and_then(|a| a.sluice_efds.get(th))
+            {
+                drain_eventfd(e.as_raw_fd());
+            }
+        }
+        let mut sids = std::mem::take(&mut self.queue);
+        for app in sm.apps.iter().flatten() {
+            let Some(q) = app.sluice_evq(th as u32) else {
+                continue;
+            };
+            q.woke();
+            // At most one event per slot is pending: the queue holds at most n_slots.
+            for _ in 0..app.g.evq_len {
+                let Some(slot) = q.pop() else { break };
+                if let Some((_, tx)) = app.fifos(slot) {
+                    tx.clear_event();
+                }
+                // A slot another thread serves (its session changed since the event was
+                // queued) is left: its new session's events go to its own queue.
+                if let Some(sid) = app.slots.get(slot as usize).copied().flatten() {
+                    if app.owner(slot) as usize == th && handle_thread(sid) == th {
+                        sids.push(sid);
+                    }
+                }
+            }
+        }
+        for sid in sids.drain(..) {
+            if sm.sess(sid).is_some_and(|s| s.proto.is_tcp()) {
+                sm.tcp_queue(sid);
+            }
+        }
+        self.queue = sids;
     }
 }
 
@@ -1114,7 +1197,7 @@ impl NodeFn for SessionQueue {
             if t == crate::session::CTL_TOKEN {
                 control = true;
             } else if let Some(app) = sm.apps.get(t as usize).and_then(|a| a.as_ref()) {
-                drain_eventfd(app.sluice_efd.as_raw_fd());
+                drain_eventfd(app.sluice_efds[0].as_raw_fd());
             }
         }
         // Events a full event queue refused (the application may have caught up), every
@@ -1129,7 +1212,7 @@ impl NodeFn for SessionQueue {
         // Collect the events the applications queued.
         for (ai, app) in sm.apps.iter().enumerate() {
             let Some(app) = app else { continue };
-            let Some(q) = app.sluice_evq() else { continue };
+            let Some(q) = app.sluice_evq(0) else { continue };
             q.woke();
             for _ in 0..app.g.evq_len {
                 // Bounded backlog: past it, events wait in the application's own (bounded)
@@ -1226,8 +1309,10 @@ impl NodeFn for SessionQueue {
     }
     fn active(&self) -> bool {
         if self.thread != 0 {
-            // A worker: its own connections' output and timers.
+            // A worker: its own connections' output and timers, the applications' tx
+            // events for them.
             return self.busy
+                || self.queued()
                 || self.tcp_kick.load(std::sync::atomic::Ordering::Relaxed)
                 || self
                     .deadline()
@@ -1240,10 +1325,7 @@ impl NodeFn for SessionQueue {
                 .deadline()
                 .is_some_and(|t| std::time::Instant::now() >= t)
             || self.kick.load(std::sync::atomic::Ordering::Relaxed)
-            || self.watch.iter().any(|(r, g)| {
-                sluice_session::seg::EvQ::new(r, g.sluice_evq_off(), g.evq_len)
-                    .is_some_and(|q| !q.is_empty())
-            })
+            || self.queued()
     }
     fn poll_interval(&self) -> Option<f64> {
         // Interrupt-driven: the applications' eventfds wake the thread, attaches kick; a
@@ -1259,14 +1341,19 @@ impl NodeFn for SessionQueue {
     }
     fn prepare_sleep(&mut self) -> bool {
         if self.thread != 0 {
-            return true;
+            // The applications signal this thread's eventfd after queuing a tx event for
+            // one of its connections from now on; one queued meanwhile keeps it up.
+            let t = self.thread as u32;
+            return self.watch.iter().all(|(r, g)| {
+                sluice_session::seg::EvQ::sluice(r, g, t).is_none_or(|q| q.prepare_sleep())
+            });
         }
         // Each application signals our eventfd after queuing an event from now on; one
         // queued meanwhile keeps the thread up.
         let sm = lock(&self.sm);
         let mut idle = true;
         for app in sm.apps.iter().flatten() {
-            if let Some(q) = app.sluice_evq() {
+            if let Some(q) = app.sluice_evq(0) {
                 idle &= q.prepare_sleep();
             }
         }
@@ -1333,6 +1420,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 kick: kick.clone(),
                 watch: Vec::new(),
                 thread: t,
+                apps_gen: 0,
                 busy: false,
                 pending: VecDeque::new(),
                 irqs: Vec::new(),
@@ -1402,14 +1490,14 @@ mod tests {
     /// The events `session-queue` and the input nodes queued for the application.
     fn app_events(shared: &Shared) -> Vec<u32> {
         let sm = lock(shared);
-        let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+        let q = sm.apps[0].as_ref().unwrap().app_evq(0).unwrap();
         std::iter::from_fn(|| q.pop()).collect()
     }
 
     /// Fills the application's event queue (it stopped reading).
     fn fill_app_queue(shared: &Shared) {
         let sm = lock(shared);
-        let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+        let q = sm.apps[0].as_ref().unwrap().app_evq(0).unwrap();
         while q.push(u32::MAX) {}
     }
 
@@ -1419,7 +1507,7 @@ mod tests {
         h.vm.main.run_once();
         let push = || {
             let sm = lock(&shared);
-            let q = sm.apps[0].as_ref().unwrap().sluice_evq().unwrap();
+            let q = sm.apps[0].as_ref().unwrap().sluice_evq(0).unwrap();
             assert!(q.push(slot));
             q.needs_signal()
         };
@@ -1483,7 +1571,7 @@ mod tests {
             }
             tx.want_space();
             tx.set_event();
-            assert!(a.sluice_evq().unwrap().push(slot));
+            assert!(a.sluice_evq(0).unwrap().push(slot));
         };
         let app_events = || app_events(&shared);
         ask(None);
@@ -1510,7 +1598,7 @@ mod tests {
             assert!(tx.push("10.0.0.2:7".parse().unwrap(), b"hi"));
             tx.want_space();
             tx.set_event();
-            assert!(a.sluice_evq().unwrap().push(slot));
+            assert!(a.sluice_evq(0).unwrap().push(slot));
         }
         h.vm.main.run_once(); // the datagram leaves; the event is refused
         h.vm.main.drain();
@@ -1603,6 +1691,50 @@ mod tests {
             ..sluice_graph::testing::test_pool()
         };
         Harness::new(Vlib::new(g, &cpu, &pool).unwrap(), TCP4_INPUT)
+    }
+
+    /// Whether `fd` is readable now.
+    fn readable(fd: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on the stack, zero timeout.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+    }
+
+    /// A worker's eventfd that fired while its event queue is empty (the application
+    /// signalled a sleep the worker already ended, and the worker took the event while
+    /// busy) is read at the worker's next poll: left readable, the level-triggered epoll
+    /// would wake the worker at once forever (100 % CPU while idle).
+    #[test]
+    fn a_worker_reads_its_eventfd_even_with_nothing_queued() {
+        use sluice_graph::{CpuConfig, Vlib};
+        let (sm, _peer) = crate::session::tests::with_app_on(2);
+        let shared: Shared = Arc::new(Mutex::new(sm));
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: vec![None],
+        };
+        let vm = Vlib::new(graph(&shared), &cpu, &sluice_graph::testing::test_pool()).unwrap();
+        let mut h = Harness::new(vm, SESSION_QUEUE);
+        let efd = lock(&shared).apps[0].as_ref().unwrap().sluice_efds[1].as_raw_fd();
+        let t0 = std::time::Instant::now();
+        // The attach kicked the worker: it registers the eventfd with its epoll.
+        while !lock(&shared).workers[1].efd_add.is_empty() {
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        sluice_infra::shm::signal(efd);
+        let t0 = std::time::Instant::now();
+        while readable(efd) && t0.elapsed().as_secs() < 2 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let left = readable(efd);
+        h.vm.stop_workers();
+        assert!(!left, "the worker left its eventfd readable");
+        h.assert_no_leaks();
     }
 
     /// Segments arriving on the worker: those of flows thread 0 owns are handed to it,

@@ -203,25 +203,34 @@ pub struct AppConn {
     pub seg: std::sync::Arc<Region>,
     /// The segment geometry.
     pub g: Geometry,
-    /// Sluice signals it here when it sleeps.
+    /// Sluice signals it here when it sleeps (any thread's producer).
     pub app_efd: OwnedFd,
-    /// It signals Sluice here (registered with the main thread's epoll by `session-queue`).
-    pub sluice_efd: OwnedFd,
+    /// It signals Sluice's thread `t` at `sluice_efds[t]` (registered with that thread's
+    /// epoll by its `session-queue`).
+    pub sluice_efds: Vec<OwnedFd>,
     /// slot → session.
     pub slots: Vec<Option<u32>>,
+    /// slot → the thread whose event queues it uses (Sluice's copy of the slot's owner
+    /// word, which the application could overwrite): a TCP connection's owner, 0 for UDP
+    /// (its datagrams are built on thread 0).
+    pub owners: Vec<u32>,
     /// The application is gone; connections it had closed linger until they end (the
     /// segment stays mapped for their unsent data).
     pub dead: bool,
 }
 
 impl AppConn {
-    /// Sluice → app event queue.
-    pub fn app_evq(&self) -> Option<EvQ<'_>> {
-        EvQ::new(&self.seg, self.g.app_evq_off(), self.g.evq_len)
+    /// Thread `t`'s Sluice → app event queue.
+    pub fn app_evq(&self, t: u32) -> Option<EvQ<'_>> {
+        EvQ::app(&self.seg, &self.g, t)
     }
-    /// App → Sluice event queue.
-    pub fn sluice_evq(&self) -> Option<EvQ<'_>> {
-        EvQ::new(&self.seg, self.g.sluice_evq_off(), self.g.evq_len)
+    /// App → Sluice thread `t` event queue.
+    pub fn sluice_evq(&self, t: u32) -> Option<EvQ<'_>> {
+        EvQ::sluice(&self.seg, &self.g, t)
+    }
+    /// The thread whose event queues slot `slot` uses.
+    pub fn owner(&self, slot: u32) -> u32 {
+        self.owners.get(slot as usize).copied().unwrap_or(0)
     }
     /// (rx, tx) FIFOs of a slot.
     pub fn fifos(&self, slot: u32) -> Option<(Fifo<'_>, Fifo<'_>)> {
@@ -240,10 +249,11 @@ impl AppConn {
         self.push_event(event)
     }
 
-    /// Queues `event` whatever the slot's event mark says, and signals the application
-    /// when it announced it sleeps; false when the queue is full.
+    /// Queues `event` on the app queue of the slot's owner thread whatever the slot's event
+    /// mark says, and signals the application when it announced it sleeps; false when the
+    /// queue is full.
     fn push_event(&self, event: u32) -> bool {
-        let Some(q) = self.app_evq() else {
+        let Some(q) = self.app_evq(self.owner(event & !seg::EVENT_ACCEPT)) else {
             return false;
         };
         let queued = q.push(event);
@@ -258,10 +268,33 @@ impl AppConn {
     /// touches a free slot: the application lets go of it when it sends Close (a stale
     /// request or mark would otherwise reach the new owner as a spurious event, or
     /// swallow its first one).
-    pub fn reset_slot(&self, slot: u32) {
+    pub fn reset_slot(&mut self, slot: u32) {
         if let Some((rx, tx)) = self.fifos(slot) {
             rx.reset();
             tx.reset();
+        }
+        if let Some(o) = self.owners.get_mut(slot as usize) {
+            *o = 0;
+        }
+    }
+
+    /// Makes slot `slot` use thread `t`'s event queues (a TCP connection's owner), before
+    /// the application learns of the slot (the accept event, the connect reply): its owner
+    /// word tells the library where to queue its tx events.
+    pub fn set_owner(&mut self, slot: u32, t: usize) {
+        // A thread without a queue in this segment (none at startup: n_queues is the
+        // thread count) would have its events dropped by the worker that owns that queue
+        // number; thread 0 takes any, its `tcp_queue` finds the owner.
+        let t = if (t as u32) < self.g.n_queues {
+            t as u32
+        } else {
+            0
+        };
+        if let Some((rx, _)) = self.fifos(slot) {
+            rx.owner().store(t, std::sync::atomic::Ordering::Release);
+        }
+        if let Some(o) = self.owners.get_mut(slot as usize) {
+            *o = t;
         }
     }
 
@@ -327,12 +360,19 @@ pub struct SessionMain {
     unattached: Vec<(OwnedFd, std::time::Instant)>,
     /// Sluice's interface addresses and prefix lengths (refreshed by the control poll).
     pub locals: Vec<(IpAddr, u8)>,
+    /// UDP ports another node serves through `ip4-local`/`ip6-local` (a tunnel's):
+    /// (IPv6?, port), refreshed by the control poll. An ephemeral port skips them (its
+    /// registration would fail with `EADDRINUSE`).
+    pub foreign_udp: Vec<(bool, u16)>,
     /// Eventfds `session-queue` must add to its epoll: (fd, app id).
     pub irq_add: Vec<(RawFd, u32)>,
     /// Eventfds it must remove before they are closed.
     pub irq_del: Vec<OwnedFd>,
     /// Set when `irq_add`/`irq_del` changed: makes `session-queue` active once.
     pub kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Counts the attaches and detaches: a worker's `session-queue` refreshes the segments
+    /// it watches when it changed.
+    pub apps_gen: u64,
     /// Runs [`crate::poll_control`] on the main loop when a control socket is readable.
     pub poster: Option<sluice_graph::MainPoster>,
     /// Applications attached / detached since start.
@@ -377,9 +417,17 @@ pub struct SessionMain {
 /// index` (VPP's `session_handle()` names the thread likewise).
 pub const THREAD_SHIFT: u32 = 24;
 
-/// Threads a session handle can name (the bits above [`THREAD_SHIFT`]): the host stack
-/// refuses to start with more (`cpu { workers }` at most `MAX_THREADS - 1`).
+/// Threads a session handle can name (the bits above [`THREAD_SHIFT`]).
 pub const MAX_THREADS: usize = 1 << (32 - THREAD_SHIFT);
+
+/// Threads the host stack runs on: a session handle names the thread, and a segment has
+/// one event-queue pair per thread (at most [`seg::MAX_QUEUES`]). It refuses to start with
+/// more (`cpu { workers }` at most `SESSION_THREADS - 1`).
+pub const SESSION_THREADS: usize = if (seg::MAX_QUEUES as usize) < MAX_THREADS {
+    seg::MAX_QUEUES as usize
+} else {
+    MAX_THREADS
+};
 
 /// Sessions one thread's table holds (the bits below [`THREAD_SHIFT`]): past it a new
 /// session is refused ([`SessionMain::alloc_sess`]).
@@ -453,6 +501,12 @@ pub struct SessionWorker {
     pub tcp_timer_set: std::collections::BTreeSet<(std::time::Instant, u32)>,
     /// Scratch for the connections whose timers are due.
     pub(crate) tcp_due: Vec<u32>,
+    /// The applications' eventfds of this thread (their tx events for its connections) its
+    /// `session-queue` must add to its epoll: (fd, app id). Thread 0 uses
+    /// [`SessionMain::irq_add`].
+    pub efd_add: Vec<(RawFd, u32)>,
+    /// Those it must remove before they are closed.
+    pub efd_del: Vec<OwnedFd>,
 }
 
 /// The per-thread session tables: one per thread, never fewer than one.
@@ -869,20 +923,26 @@ impl SessionMain {
             n_slots: self.cfg.sessions_per_app,
             fifo_size: self.cfg.fifo_size,
             evq_len: self.cfg.evq_len.max(self.cfg.sessions_per_app),
+            n_queues: self.n_threads() as u32,
         };
-        let made = (|| -> std::io::Result<(Region, OwnedFd, OwnedFd)> {
+        let made = (|| -> std::io::Result<(Region, OwnedFd, Vec<OwnedFd>)> {
             if !g.valid() {
                 return Err(std::io::ErrorKind::InvalidInput.into());
             }
             let seg = Region::create("sluice-session", g.size())?;
             seg::init_header(&seg, &g);
-            // Sluice's queue starts announced as sleeping: the first event signals.
-            if let Some(q) = EvQ::new(&seg, g.sluice_evq_off(), g.evq_len) {
-                q.prepare_sleep();
+            // Sluice's queues start announced as sleeping: the first event signals.
+            for t in 0..g.n_queues {
+                if let Some(q) = EvQ::sluice(&seg, &g, t) {
+                    q.prepare_sleep();
+                }
             }
-            Ok((seg, shm::eventfd()?, shm::eventfd()?))
+            let efds = (0..g.n_queues)
+                .map(|_| shm::eventfd())
+                .collect::<std::io::Result<Vec<_>>>()?;
+            Ok((seg, shm::eventfd()?, efds))
         })();
-        let (seg, app_efd, sluice_efd) = match made {
+        let (seg, app_efd, sluice_efds) = match made {
             Ok(x) => x,
             Err(e) => {
                 log::warn!("session: attach of `{name}': {e}");
@@ -911,11 +971,16 @@ impl SessionMain {
             )
         })
         .and_then(|_| {
-            seqpacket::send(
-                &sock,
-                &msg::encode(&Msg::EventFd { which: 1 }),
-                Some(sluice_efd.as_raw_fd()),
-            )
+            sluice_efds.iter().enumerate().try_for_each(|(t, e)| {
+                seqpacket::send(
+                    &sock,
+                    // n_queues <= seg::MAX_QUEUES (255, `valid`): 1 + t fits in a u8.
+                    &msg::encode(&Msg::EventFd {
+                        which: (1 + t) as u8,
+                    }),
+                    Some(e.as_raw_fd()),
+                )
+            })
         });
         if sent.is_err() {
             self.unwatch_ctl(sock);
@@ -928,16 +993,25 @@ impl SessionMain {
                 self.apps.len() - 1
             }
         } as u32;
-        self.irq_add.push((sluice_efd.as_raw_fd(), id));
+        for (t, e) in sluice_efds.iter().enumerate() {
+            if t == 0 {
+                self.irq_add.push((e.as_raw_fd(), id));
+            } else {
+                self.workers[t].efd_add.push((e.as_raw_fd(), id));
+                self.kick_worker(t);
+            }
+        }
         self.kick.store(true, std::sync::atomic::Ordering::Release);
+        self.apps_gen += 1;
         self.apps[id as usize] = Some(AppConn {
             name,
             sock: Some(sock),
             seg: std::sync::Arc::new(seg),
             g,
             app_efd,
-            sluice_efd,
+            sluice_efds,
             slots: vec![None; g.n_slots as usize],
+            owners: vec![0; g.n_slots as usize],
             dead: false,
         });
         self.attached += 1;
@@ -1185,7 +1259,9 @@ impl SessionMain {
     }
 
     fn ephemeral(&mut self, v6: bool) -> Option<u16> {
-        self.ephemeral_in(v6, |s, v6, p| s.port_refs.contains_key(&(v6, p)))
+        self.ephemeral_in(v6, |s, v6, p| {
+            s.port_refs.contains_key(&(v6, p)) || s.foreign_udp.contains(&(v6, p))
+        })
     }
 
     pub(crate) fn new_session(
@@ -1205,7 +1281,9 @@ impl SessionMain {
             .iter()
             .position(|s| s.is_none())
             .ok_or(SessionError::NoSpace)? as u32;
-        app.reset_slot(slot);
+        if let Some(app) = self.apps[a as usize].as_mut() {
+            app.reset_slot(slot);
+        }
         let s = Session {
             app: a,
             slot,
@@ -1365,7 +1443,15 @@ impl SessionMain {
     pub(crate) fn reap_app(&mut self, a: u32) {
         if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.take()) {
             self.evq_retry.retain(|r| r.app != a);
-            self.irq_del.push(app.sluice_efd);
+            for (t, e) in app.sluice_efds.into_iter().enumerate() {
+                if t == 0 {
+                    self.irq_del.push(e);
+                } else if t < self.workers.len() {
+                    self.workers[t].efd_del.push(e);
+                    self.kick_worker(t);
+                }
+            }
+            self.apps_gen += 1;
             if let Some(fd) = app.sock {
                 self.unwatch_ctl(fd);
             }
@@ -1391,6 +1477,12 @@ pub(crate) mod tests {
 
     /// A session layer with one attached application (its socket is one end of a pair).
     pub(crate) fn with_app() -> (SessionMain, OwnedFd) {
+        with_app_on(1)
+    }
+
+    /// [`with_app`] with `threads` session threads when the application attaches (its
+    /// segment has an event-queue pair per thread).
+    pub(crate) fn with_app_on(threads: usize) -> (SessionMain, OwnedFd) {
         let mut sm = SessionMain {
             cfg: Config {
                 sessions_per_app: 4,
@@ -1408,9 +1500,36 @@ pub(crate) mod tests {
         use std::os::fd::FromRawFd;
         // SAFETY: just created, owned once each.
         let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let _ = sm.worker_kick(threads - 1);
         sm.attach(a, "t".into());
         assert!(sm.apps[0].is_some());
         (sm, b)
+    }
+
+    /// The most threads the host stack starts with still make a valid segment (an
+    /// event-queue pair each) on attach.
+    #[test]
+    fn an_application_attaches_with_the_most_session_threads() {
+        let (sm, _peer) = with_app_on(SESSION_THREADS);
+        assert_eq!(
+            sm.apps[0].as_ref().unwrap().g.n_queues as usize,
+            SESSION_THREADS
+        );
+    }
+
+    /// A slot owned by a thread the segment has no queue for names thread 0 (whose
+    /// `session-queue` takes any connection's tx events and finds its owner), not
+    /// `t % n_queues` (a worker that would drop them as another thread's).
+    #[test]
+    fn a_slot_of_a_thread_without_a_queue_is_served_by_thread_0() {
+        let (mut sm, _peer) = with_app_on(2);
+        let a = sm.apps[0].as_mut().unwrap();
+        a.set_owner(1, 1);
+        assert_eq!(a.owner(1), 1);
+        a.set_owner(1, 3);
+        assert_eq!(a.owner(1), 0);
+        let (rx, _) = a.fifos(1).unwrap();
+        assert_eq!(rx.owner().load(std::sync::atomic::Ordering::Relaxed), 0);
     }
 
     pub(crate) fn locals() -> Vec<(IpAddr, u8)> {
@@ -1648,7 +1767,7 @@ pub(crate) mod tests {
     fn a_refused_event_stays_pending_for_its_retry() {
         let (mut sm, _peer) = with_app();
         let a = sm.apps[0].as_ref().unwrap();
-        let q = a.app_evq().unwrap();
+        let q = a.app_evq(0).unwrap();
         while q.push(0) {} // the application is behind: its queue is full
         let (rx, tx) = a.fifos(1).unwrap();
         tx.want_space();
@@ -1664,7 +1783,7 @@ pub(crate) mod tests {
         assert_eq!(sm.evq_retry.len(), 1);
         assert_eq!(sm.evq_refused, 2, "each refusal counted");
         let pop_all = |sm: &SessionMain| {
-            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            let q = sm.apps[0].as_ref().unwrap().app_evq(0).unwrap();
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
         };
         pop_all(&sm);
@@ -1680,7 +1799,7 @@ pub(crate) mod tests {
         let a = sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports).unwrap();
         let slot = sm.sess(a).unwrap().slot;
         let app = sm.apps[0].as_ref().unwrap();
-        let q = app.app_evq().unwrap();
+        let q = app.app_evq(0).unwrap();
         while q.push(u32::MAX) {} // the application is behind: its queue is full
         let (rx, _) = app.fifos(slot).unwrap();
         assert!(!app.notify(&rx, slot), "refused");
@@ -1691,7 +1810,7 @@ pub(crate) mod tests {
         let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
         assert_eq!(sm.sess(b).unwrap().slot, slot);
         let pop_all = |sm: &SessionMain| {
-            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            let q = sm.apps[0].as_ref().unwrap().app_evq(0).unwrap();
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
         };
         pop_all(&sm); // the application caught up
@@ -1723,7 +1842,7 @@ pub(crate) mod tests {
         let (rx, tx) = app.fifos(slot).unwrap();
         app.notify_tx_space(slot);
         assert_eq!(
-            app.app_evq().unwrap().pop(),
+            app.app_evq(0).unwrap().pop(),
             None,
             "no tx-space event for the last owner's request"
         );
@@ -1738,7 +1857,7 @@ pub(crate) mod tests {
     fn a_refused_tx_space_event_is_retried_with_no_more_space_freed() {
         let (mut sm, _peer) = with_app();
         let q_full = |sm: &SessionMain| {
-            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            let q = sm.apps[0].as_ref().unwrap().app_evq(0).unwrap();
             while q.push(0) {}
         };
         q_full(&sm); // the application is behind
@@ -1748,7 +1867,7 @@ pub(crate) mod tests {
         sm.notify_tx_space(0, 1);
         sm.retry_events(); // still full
         let a = sm.apps[0].as_ref().unwrap();
-        let q = a.app_evq().unwrap();
+        let q = a.app_evq(0).unwrap();
         let mut got = vec![];
         while let Some(e) = q.pop() {
             got.push(e);
@@ -1758,7 +1877,7 @@ pub(crate) mod tests {
         sm.retry_events();
         sm.retry_events();
         let a = sm.apps[0].as_ref().unwrap();
-        let q = a.app_evq().unwrap();
+        let q = a.app_evq(0).unwrap();
         assert_eq!((q.pop(), q.pop()), (Some(1), None));
         assert!(sm.evq_retry.is_empty());
         // The application read the slot: its event mark is clear, so the next event is
@@ -1779,7 +1898,7 @@ pub(crate) mod tests {
         let (rx, tx) = a.fifos(1).unwrap();
         assert!(!tx.take_space_request(), "the request was served");
         assert!(!rx.set_event(), "an event was pushed for the slot");
-        let q = a.app_evq().unwrap();
+        let q = a.app_evq(0).unwrap();
         assert!(
             !std::iter::from_fn(|| q.pop()).any(|e| e == 1),
             "the push was refused (the queue was full)"
@@ -1840,6 +1959,16 @@ pub(crate) mod tests {
         let pa = sm.sess(a).unwrap().local.port();
         let pb = sm.sess(b).unwrap().local.port();
         assert!(EPH.contains(&pa) && EPH.contains(&pb) && pa != pb);
+        // The next one in turn is served by another node (a tunnel's port): skipped,
+        // for its family only.
+        let next = EPH.start() + sm.next_eph;
+        sm.foreign_udp = vec![(false, next)];
+        let c = sm.bind(0, sa("0.0.0.0:0"), &l, &mut ports).unwrap();
+        let pc = sm.sess(c).unwrap().local.port();
+        assert!(EPH.contains(&pc) && pc != next && ![pa, pb].contains(&pc));
+        sm.next_eph = next - EPH.start();
+        let d = sm.bind(0, sa("[::]:0"), &l, &mut ports).unwrap();
+        assert_eq!(sm.sess(d).unwrap().local.port(), next, "IPv6 is free");
     }
 
     /// Two peers whose IPv6 addresses differ in bit 63 of the first 64-bit word and bit

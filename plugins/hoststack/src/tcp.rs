@@ -1628,6 +1628,7 @@ mod tests {
         n_slots: 1,
         fifo_size: 16384,
         evq_len: 16,
+        n_queues: 1,
     };
 
     /// A segment with one slot (see [`slot`]).

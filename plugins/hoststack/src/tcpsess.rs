@@ -238,8 +238,11 @@ impl SessionMain {
             None => return Err(SessionError::Invalid),
         };
         // new_session reset the slot.
-        if let Some((rx, _)) = self.apps[a as usize].as_ref().and_then(|x| x.fifos(slot)) {
-            rx.set_endpoints(local, remote, NO_SLOT);
+        if let Some(app) = self.apps[a as usize].as_mut() {
+            app.set_owner(slot, owner);
+            if let Some((rx, _)) = app.fifos(slot) {
+                rx.set_endpoints(local, remote, NO_SLOT);
+            }
         }
         self.workers[owner].tcp_conns.insert((local, remote), sid);
         self.tcp_port_ref(v6, port, true);
@@ -743,6 +746,7 @@ impl SessionMain {
         };
         a.slots[slot as usize] = Some(sid);
         a.reset_slot(slot);
+        a.set_owner(slot, crate::session::handle_thread(sid));
         let refused = a.fifos(slot).is_some_and(|(rx, _)| {
             rx.state().store(tcp_state::ESTABLISHED, Ordering::Release);
             rx.set_endpoints(local, remote, lslot);
@@ -1112,10 +1116,68 @@ mod tests {
         assert_eq!(sm.tcp_count, 0);
     }
 
+    /// Two threads: each accepted connection's slot names its owner (the owner word and
+    /// Sluice's copy), its events go to its owner's app queue only, and the worker's
+    /// eventfd for the application is handed to the worker's `session-queue`.
+    #[test]
+    fn each_thread_queues_its_connections_events_on_its_own_queue() {
+        use crate::session::{flow_owner, handle_thread};
+        let now = Instant::now();
+        let (mut sm, _peer) = crate::session::tests::with_app_on(2);
+        {
+            let a = sm.apps[0].as_ref().unwrap();
+            assert_eq!(a.g.n_queues, 2);
+            assert_eq!(a.sluice_efds.len(), 2);
+            assert_eq!(
+                sm.workers[1].efd_add,
+                [(std::os::fd::AsRawFd::as_raw_fd(&a.sluice_efds[1]), 0)]
+            );
+        }
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &crate::session::tests::locals())
+            .unwrap();
+        let mut slots = [None, None];
+        for p in 4000..4100u16 {
+            let r = SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+            let t = flow_owner(l, r, 2);
+            if slots[t].is_some() {
+                continue;
+            }
+            sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
+                .unwrap();
+            let sid = sm.workers[t].tcp_conns[&(l, r)];
+            assert_eq!(handle_thread(sid), t);
+            let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
+                panic!("not a connection");
+            };
+            let mut iss = 0;
+            tcb.output(0, 4096, now, |o| {
+                iss = o.seq;
+                true
+            });
+            let ack = Seg {
+                data: b"hi",
+                ..seg(778, iss.wrapping_add(1), TcpFlags::ACK | TcpFlags::PSH)
+            };
+            sm.tcp_input(l, r, &ack, now).unwrap();
+            slots[t] = Some(sm.sess(sid).unwrap().slot);
+        }
+        let a = sm.apps[0].as_ref().unwrap();
+        for (t, slot) in slots.iter().enumerate() {
+            let slot = slot.expect("a connection on each thread");
+            assert_eq!(a.owner(slot), t as u32);
+            let (rx, _) = a.fifos(slot).unwrap();
+            assert_eq!(rx.owner().load(Ordering::Acquire), t as u32);
+            let q = a.app_evq(t as u32).unwrap();
+            let got: Vec<u32> = std::iter::from_fn(|| q.pop()).collect();
+            assert_eq!(got, [seg::EVENT_ACCEPT | slot], "thread {t}'s queue");
+        }
+    }
+
     /// Takes the application's pending events (as `App::next` does).
     fn app_events(sm: &SessionMain) -> Vec<u32> {
         let a = sm.apps[0].as_ref().unwrap();
-        let q = a.app_evq().unwrap();
+        let q = a.app_evq(0).unwrap();
         let v: Vec<u32> = std::iter::from_fn(|| q.pop()).collect();
         for e in &v {
             a.fifos(e & !seg::EVENT_ACCEPT).unwrap().0.clear_event();
@@ -1159,7 +1221,7 @@ mod tests {
             "10.0.0.2:4000".parse().unwrap(),
         );
         let q_full = |sm: &SessionMain| {
-            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            let q = sm.apps[0].as_ref().unwrap().app_evq(0).unwrap();
             while q.push(0) {}
         };
         q_full(&sm); // the application is behind (slot 0 is the listener's)
