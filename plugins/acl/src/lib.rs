@@ -895,12 +895,14 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         Ok(Verdict::Next(ic.pass))
     }
 
-    /// [`NodeFn::frame`] with the look-ahead ([`AclNode::packets`] with `PIPE`), out of
-    /// line and with its own per-frame state, so that the direct loop's code is generated
-    /// as if it were not there (inlined beside it, or sharing its context and tally, it
-    /// cost the stateless path 4 to 7 instructions a packet).
+    /// [`NodeFn::frame`]'s loop, out of line and with its own per-frame state, one copy per
+    /// kind of frame, so that each loop's code is generated as if the others were not there:
+    /// `STATEFUL` (some interface of the node is stateful) and `PIPE` (with the look-ahead,
+    /// [`AclNode::packets`]). The look-ahead inlined beside the direct loop, or sharing its
+    /// context and tally, cost the stateless path 4 to 7 instructions a packet; the
+    /// stateless loop (no stateful interface at all) leaves the session code out.
     #[inline(never)]
-    fn frame_ahead(
+    fn frame_loop<const PIPE: bool, const STATEFUL: bool>(
         &mut self,
         cx: &mut Cx,
         frame: &[BufIdx],
@@ -918,7 +920,8 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             now: cx.now_secs(),
         };
         let mut tally = Tally::default();
-        let (kept, handed) = self.packets::<true>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
+        let (kept, handed) =
+            self.packets::<PIPE, STATEFUL>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
         drop(guard);
         self.finish(cx, sc, &tally, kept, handed);
     }
@@ -979,9 +982,10 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
     /// of its packets: the bucket of packet i + [`BUCKET_AHEAD`] prefetched, the slot of
     /// i + [`SESSION_AHEAD`] looked up and its session prefetched while i is processed; the
-    /// first packets' ones before the loop.
+    /// first packets' ones before the loop. Without `STATEFUL` (no interface of the node
+    /// stateful: `Compiled::stateful` empty) the session code is left out.
     #[inline(always)]
-    fn packets<const PIPE: bool>(
+    fn packets<const PIPE: bool, const STATEFUL: bool>(
         &mut self,
         cx: &mut Cx,
         arena: sluice_buffer::Arena<'_>,
@@ -1052,7 +1056,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                     ic.insert(self.if_ctx(cur, sw_if))
                 }
             };
-            let v = if c.stateful {
+            let v = if STATEFUL && c.stateful {
                 let hit = if PIPE {
                     // `pre4` skipped an interface from 2^23 on.
                     self.hit4_ahead(cx, fc, c, &mut b, tally, &self.pre[i])
@@ -1250,30 +1254,23 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         // node asks, so the next node keeps the one this node hands on whole.
         let mut sc = cx.take_frame_scratch();
         arena.resolve(frame, SCRATCH_AHEAD, &mut sc.addrs);
-        let mut guard = lock(slot);
+        let guard = lock(slot);
         let cur = guard.compiled.clone();
         // The IPv4 nodes, when a stateful interface's session table is larger than the
-        // caches (`Table::pipe_min`), keep its misses ahead of the packets: out of line,
-        // branched to before any per-frame state exists.
+        // caches (`Table::pipe_min`), keep its misses ahead of the packets; a node with no
+        // stateful interface runs the stateless loop. Each loop out of line, branched to
+        // before any per-frame state exists.
         let pipe = !V6 && !cur.stateful.is_empty() && {
             let t = &guard.sessions;
             t.len() >= t.pipe_min
         };
         if pipe {
-            return self.frame_ahead(cx, frame, sc, guard, &cur);
+            self.frame_loop::<true, true>(cx, frame, sc, guard, &cur);
+        } else if cur.stateful.is_empty() {
+            self.frame_loop::<false, false>(cx, frame, sc, guard, &cur);
+        } else {
+            self.frame_loop::<false, true>(cx, frame, sc, guard, &cur);
         }
-        let mut fc = Fc {
-            t: &mut guard,
-            cur: &cur,
-            me,
-            owners: n_threads.saturating_sub(1),
-            now: cx.now_secs(),
-        };
-        let mut tally = Tally::default();
-        let (kept, handed) =
-            self.packets::<false>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
-        drop(guard);
-        self.finish(cx, sc, &tally, kept, handed);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
