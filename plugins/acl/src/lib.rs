@@ -496,20 +496,19 @@ struct AclNode<const V6: bool, const OUT: bool> {
 
 /// What [`AclNode::hit4`] takes of a packet: nothing ([`Pre::SKIP`]: the general path,
 /// [`AclNode::one`], from the start), the owner thread to hand it to, or its session key on
-/// this thread; read from the header in the frame's first pass, so that the main loop can
-/// prefetch the bihash bucket of a packet [`BUCKET_AHEAD`] on and look up the slot (and
-/// prefetch the session record) of the one [`SESSION_AHEAD`] on.
+/// this thread; read from the header in the frame's first pass, which also prefetches the
+/// key's bihash bucket, so that the main loop can look up the slot (and prefetch the
+/// session record) of the packet [`SESSION_AHEAD`] on. 32 bytes.
 #[derive(Clone, Copy)]
 struct Pre {
     /// The packed session key ([`Packed4::pk`]) and its table digest.
     pk: [u64; 2],
     dig: u64,
-    /// The slot the look-ahead found for `dig` (`NO_SLOT`: none), valid while the table's
-    /// [`Table::changes`] is `changes`.
+    /// The slot the look-ahead found for `dig` (`NO_SLOT`: none); a slot whose session's
+    /// key is `pk` is that key's however the table changed since, a miss is looked up again
+    /// if the frame changed the table ([`Fc::changes`]).
     slot: u32,
-    changes: u32,
-    /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`), [`Pre::HERE`] or [`Pre::LOOKED`] (on this
-    /// thread, its slot looked up).
+    /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`) or [`Pre::HERE`] (on this thread).
     kind: u8,
     /// The packet's source is the key's `lo` end.
     src_lo: bool,
@@ -527,13 +526,10 @@ impl Pre {
     const HAND: u8 = 1;
     /// Looked up on this thread.
     const HERE: u8 = 2;
-    /// `HERE`, and `slot` is the look-ahead's answer.
-    const LOOKED: u8 = 3;
     const NONE: Pre = Pre {
         pk: [0; 2],
         dig: 0,
         slot: NO_SLOT,
-        changes: 0,
         kind: Pre::SKIP,
         src_lo: false,
         owner: 0,
@@ -549,8 +545,6 @@ impl Pre {
                 t.prefetch_slot(i, self.pk[1] >> 24 & 0xff == 6);
             }
             self.slot = slot.unwrap_or(NO_SLOT);
-            self.changes = t.changes();
-            self.kind = Pre::LOOKED;
         }
     }
 }
@@ -579,11 +573,8 @@ impl AclNodeParts {
 /// How many packets ahead the node prefetches.
 const AHEAD: usize = 2;
 
-/// How many packets ahead the IPv4 nodes prefetch the session table's bucket of a
-/// stateful interface's packet ([`Pre`]).
-const BUCKET_AHEAD: usize = 16;
-
-/// How many packets ahead they look the slot up in that bucket and prefetch the session.
+/// How many packets ahead the IPv4 nodes' look-ahead looks the slot up in the bucket (which
+/// the first pass prefetched) and prefetches the session ([`Pre`]).
 const SESSION_AHEAD: usize = 8;
 
 /// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
@@ -655,6 +646,9 @@ struct Fc<'a> {
     /// Threads owning sessions (workers, or the main thread alone).
     owners: usize,
     now: f64,
+    /// The session table's [`Table::changes`] as the frame started (the look-ahead's
+    /// misses are looked up again once the frame changed the table).
+    changes: u32,
 }
 
 impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
@@ -805,16 +799,16 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             pk: p.pk,
             dig: fc.t.sessions.digest4(p.pk),
             slot: NO_SLOT,
-            changes: 0,
             kind: Pre::HERE,
             src_lo: p.src_lo,
             owner: 0,
         }
     }
 
-    /// [`AclNode::hit4`] from the first pass's [`Pre`]. The slot the look-ahead found is
-    /// used while the table has not changed since (a session created or freed by an
-    /// earlier packet of the frame), else looked up again.
+    /// [`AclNode::hit4`] from the first pass's [`Pre`] and the look-ahead's slot. A slot
+    /// holding the key's session is the key's whatever the frame did since (keys are
+    /// unique; a freed slot's key is `FREE`); a miss is looked up again if an earlier
+    /// packet of the frame created or freed a session, which the look may predate.
     #[inline(always)]
     fn hit4_ahead(
         &self,
@@ -834,20 +828,18 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             _ => {}
         }
         b.hdr.handoff_thread = 0;
-        let t = &fc.t.sessions;
-        let slot = if p.kind == Pre::LOOKED && p.changes == t.changes() {
-            let slot = (p.slot != NO_SLOT).then_some(p.slot);
-            debug_assert_eq!(
-                slot,
-                t.find(p.dig),
-                "a cached slot the table no longer gives"
-            );
-            slot
-        } else {
-            t.find(p.dig)
-        };
         let proto = (p.pk[1] >> 24) as u8;
-        self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto)
+        let slot = (p.slot != NO_SLOT).then_some(p.slot);
+        let r = self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto);
+        if let Err(Probed::Yes { live: false }) = r {
+            if fc.t.sessions.changes() != fc.changes {
+                // `hit_at` left the packet as it was: looked up again.
+                let slot = fc.t.sessions.find(p.dig);
+                return self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto);
+            }
+            debug_assert_eq!(slot, fc.t.sessions.find(p.dig), "a stale look-ahead miss");
+        }
+        r
     }
 
     /// The end of [`AclNode::hit4`]: the session in `slot` (the bihash's answer for the
@@ -912,12 +904,14 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     ) {
         let arena = cx.arena();
         let me = cx.thread();
+        let changes = guard.sessions.changes();
         let mut fc = Fc {
             t: &mut guard,
             cur,
             me,
             owners: self.shared.threads().len().saturating_sub(1),
             now: cx.now_secs(),
+            changes,
         };
         let mut tally = Tally::default();
         let (kept, handed) =
@@ -980,9 +974,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// run added). `PIPE` (IPv4, a stateful interface's
     /// session table larger than the caches): a first pass reads every packet's session
     /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
-    /// of its packets: the bucket of packet i + [`BUCKET_AHEAD`] prefetched, the slot of
-    /// i + [`SESSION_AHEAD`] looked up and its session prefetched while i is processed; the
-    /// first packets' ones before the loop. Without `STATEFUL` (no interface of the node
+    /// of its packets: the first pass prefetches each one's bihash bucket, and the main loop
+    /// looks up the slot of packet i + [`SESSION_AHEAD`] and prefetches its session while i
+    /// is processed (the first packets' ones before the loop). Without `STATEFUL` (no interface of the node
     /// stateful: `Compiled::stateful` empty) the session code is left out.
     #[inline(always)]
     fn packets<const PIPE: bool, const STATEFUL: bool>(
@@ -1014,13 +1008,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 // `hit4` reads nothing but `kind` of a skipped packet.
                 if run.1 {
                     self.pre[j] = self.pre4(fc, sw_if, &b);
+                    let p = &self.pre[j];
+                    if p.kind == Pre::HERE {
+                        fc.t.sessions.prefetch_bucket(p.dig);
+                    }
                 } else {
                     self.pre[j].kind = Pre::SKIP;
-                }
-            }
-            for p in &self.pre[..n.min(BUCKET_AHEAD)] {
-                if p.kind == Pre::HERE {
-                    fc.t.sessions.prefetch_bucket(p.dig);
                 }
             }
             for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
@@ -1033,13 +1026,11 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         #[allow(clippy::needless_range_loop)]
         for i in 0..n {
             let bi = frame[i];
-            addrs.prefetch(i + AHEAD, true);
+            // The look-ahead's first pass read every packet's header and metadata already.
+            if !PIPE {
+                addrs.prefetch(i + AHEAD, true);
+            }
             if PIPE {
-                if let Some(p) = self.pre[..n].get(i + BUCKET_AHEAD) {
-                    if p.kind == Pre::HERE {
-                        fc.t.sessions.prefetch_bucket(p.dig);
-                    }
-                }
                 if let Some(p) = self.pre[..n].get_mut(i + SESSION_AHEAD) {
                     p.look(&fc.t.sessions);
                 }
