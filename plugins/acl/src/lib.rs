@@ -389,6 +389,36 @@ fn tcp_seg(d: &[u8], v6: bool) -> Option<TcpSeg> {
     })
 }
 
+/// [`tcp_seg`] of an IPv4 packet `d` with a 20-byte IP header (what [`AclNode::packed4`]
+/// admits), the session-hit path's: a segment without SYN (no options to read) straight
+/// from the header, the rest by `tcp_seg`; the same answer as `tcp_seg(d, false)`.
+#[inline(always)]
+fn tcp_seg4(d: &[u8]) -> Option<TcpSeg> {
+    debug_assert_eq!(d.first(), Some(&0x45));
+    let Some(h) = d.first_chunk::<40>() else {
+        return tcp_seg(d, false);
+    };
+    let flags = h[33];
+    if flags & 0x02 != 0 {
+        return tcp_seg(d, false);
+    }
+    let ip_len = u16::from_be_bytes([h[2], h[3]]) as usize;
+    let hlen = (h[32] as usize >> 4) * 4;
+    // `tcp_seg`'s bounds: the header and its options within the IP length and the data.
+    if hlen < 20 || ip_len.min(d.len()) < 20 + hlen {
+        return None;
+    }
+    let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+    Some(TcpSeg {
+        seq: be32(24),
+        ack: be32(28),
+        win: u16::from_be_bytes([h[34], h[35]]),
+        flags,
+        len: ip_len.saturating_sub(20 + hlen) as u32,
+        wscale: None,
+    })
+}
+
 /// Whether the key is an ICMP error of its family (IPv4: unreachable, source quench,
 /// redirect, time exceeded, parameter problem; ICMPv6: unreachable, packet too big, time
 /// exceeded, parameter problem).
@@ -870,7 +900,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         let mut flags = 0;
         if proto == 6 {
             // A truncated TCP header: dropped as `one` drops it.
-            let Some(g) = b.data().get(off..).and_then(|d| tcp_seg(d, false)) else {
+            let Some(g) = b.data().get(off..).and_then(tcp_seg4) else {
                 return Ok(Self::drop_pkt(cx, b, AclCounter::Malformed));
             };
             flags = g.flags;
@@ -2598,6 +2628,48 @@ mod tests {
         assert!(quoted_key(&q6[..47], true).is_none());
         q6[6] = 0; // a hop-by-hop header first
         assert!(quoted_key(&q6, true).is_none());
+    }
+
+    /// The hit path's TCP parse gives `tcp_seg`'s answer: segments with and without SYN,
+    /// options, payload, data offsets below 5 and past the header, IP lengths short of the
+    /// header and longer than the data, truncated buffers.
+    #[test]
+    fn tcp_seg4_is_tcp_seg() {
+        let mut n = 0;
+        for flags in [0x10u8, 0x02, 0x12, 0x11, 0x04] {
+            for doff in [0u8, 4, 5, 6, 8, 15] {
+                for payload in [0usize, 3, 20] {
+                    let opts = (doff as usize * 4).saturating_sub(20);
+                    let mut d = vec![0u8; 20 + 20 + opts + payload];
+                    d[0] = 0x45;
+                    d[24..28].copy_from_slice(&1001u32.to_be_bytes());
+                    d[28..32].copy_from_slice(&2001u32.to_be_bytes());
+                    d[32] = doff << 4;
+                    d[33] = flags;
+                    d[34..36].copy_from_slice(&5000u16.to_be_bytes());
+                    if opts >= 3 {
+                        d[40..43].copy_from_slice(&[3, 3, 7]); // window scale 7
+                    }
+                    let full = d.len();
+                    for ip_len in [full, full + 10, 39, 40 + opts, full.saturating_sub(1)] {
+                        d[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+                        for cut in [d.len(), 39, 40, 40 + opts.min(4)] {
+                            let d = &d[..cut.min(d.len())];
+                            assert_eq!(
+                                tcp_seg4(d),
+                                tcp_seg(d, false),
+                                "flags {flags:#x} doff {doff} payload {payload} ip_len {ip_len} cut {cut}"
+                            );
+                            n += tcp_seg(d, false).is_some() as u32;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            n > 100,
+            "{n} segments parsed: the cases reach the fast path"
+        );
     }
 
     /// Every TCP segment a session admits updates its state, on the session-hit shortcut
