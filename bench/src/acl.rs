@@ -21,10 +21,10 @@
 //! ahead (0: always; docs/acl.md measures the threshold with the two).
 
 use crate::{cli, write_pcap, Rng};
+use std::fmt::Write as _;
 
 /// TCP's ACK flag.
 const TCP_ACK: u8 = 0x10;
-use std::fmt::Write as _;
 
 /// The node measured.
 const ACL_NODE: &str = "acl-plugin-in-ip4-fa";
@@ -115,37 +115,18 @@ enum Kind {
     Miss,
 }
 
-/// A 64-byte TCP/IPv4 frame from `src:sport` to `dst:dport` with `flags`, `seq`, `ack`, no
+/// A 60-byte TCP/IPv4 frame from `src:sport` to `dst:dport` with `flags`, `seq`, `ack`, no
 /// payload, window 65535, checksums set.
-#[allow(clippy::too_many_arguments)]
 fn tcp_frame(src: u32, dst: u32, sport: u16, dport: u16, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    f[0..6].copy_from_slice(&[0x02, 0xfe, 0, 0, 0, 0]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let h = &mut f[14..];
-    h[0] = 0x45;
-    h[2..4].copy_from_slice(&40u16.to_be_bytes());
-    h[8] = 64;
-    h[9] = 6;
-    h[12..16].copy_from_slice(&src.to_be_bytes());
-    h[16..20].copy_from_slice(&dst.to_be_bytes());
-    let c = sluice_wire::checksum::internet_checksum(&h[..20]);
-    h[10..12].copy_from_slice(&c.to_be_bytes());
-    h[20..22].copy_from_slice(&sport.to_be_bytes());
-    h[22..24].copy_from_slice(&dport.to_be_bytes());
-    h[24..28].copy_from_slice(&seq.to_be_bytes());
-    h[28..32].copy_from_slice(&ack.to_be_bytes());
-    h[32] = 5 << 4;
-    h[33] = flags;
-    h[34..36].copy_from_slice(&u16::MAX.to_be_bytes());
-    let mut ph = Vec::with_capacity(12 + 20);
-    ph.extend_from_slice(&h[12..20]);
-    ph.extend_from_slice(&[0, 6, 0, 20]);
-    ph.extend_from_slice(&h[20..40]);
-    let u = sluice_wire::checksum::internet_checksum(&ph);
-    h[36..38].copy_from_slice(&u.to_be_bytes());
-    f
+    let mut l4 = [0u8; 20];
+    l4[0..2].copy_from_slice(&sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&dport.to_be_bytes());
+    l4[4..8].copy_from_slice(&seq.to_be_bytes());
+    l4[8..12].copy_from_slice(&ack.to_be_bytes());
+    l4[12] = 5 << 4;
+    l4[13] = flags;
+    l4[14..16].copy_from_slice(&u16::MAX.to_be_bytes());
+    crate::nat::ip4_frame(0, src, dst, 6, &l4)
 }
 
 /// Runs the ACL benchmark.
@@ -300,7 +281,7 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
                 Some("ethernet-input"),
                 &MISS_PATH,
                 MISS_LABEL,
-                "error-drop",
+                crate::Sink::Drop,
                 &|_, _| {},
                 &|vm, t| {
                     let sent = crate::total_vectors(vm, vm.registry.find("pg-tx").expect("pg-tx"));

@@ -425,13 +425,41 @@ pub(crate) fn replay_path_full(
     after: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
 ) -> PathResult {
     replay_path_to(
-        o, vm, t, pcap, source, node, path, name, "pg-tx", before, after,
+        o,
+        vm,
+        t,
+        pcap,
+        source,
+        node,
+        path,
+        name,
+        Sink::Tx,
+        before,
+        after,
     )
 }
 
-/// [`replay_path_full`] whose runs end when node `sink` has seen their packets: `pg-tx`
-/// for a forwarding path, `error-drop` for a path whose every packet is dropped (then the
-/// drops are the point and are not checked here: `after` checks their reasons).
+/// Where a [`replay_path_to`] path ends, and so whether a dropped packet fails the run.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Sink {
+    /// `pg-tx`: a forwarding path; any packet dropped on the way panics ("the path is not
+    /// what it claims").
+    Tx,
+    /// `error-drop`: a path whose every packet is dropped by design; drops are not checked
+    /// (the caller's `after` checks their reasons).
+    Drop,
+}
+
+impl Sink {
+    fn node(self) -> &'static str {
+        match self {
+            Sink::Tx => "pg-tx",
+            Sink::Drop => "error-drop",
+        }
+    }
+}
+
+/// [`replay_path_full`] whose runs end when the [`Sink`] node has seen their packets.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay_path_to(
     o: &Opts,
@@ -442,12 +470,12 @@ pub(crate) fn replay_path_to(
     node: Option<&str>,
     path: &[&str],
     name: &str,
-    sink: &str,
+    sink: Sink,
     before: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
     after: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
 ) -> PathResult {
-    let drop_sink = sink == "error-drop";
-    let sink = vm.registry.find(sink).expect("sink node");
+    let drop_sink = sink == Sink::Drop;
+    let sink = vm.registry.find(sink.node()).expect("sink node");
     let packets = o.packets / 2;
     let node = node.map(|n| format!(" node {n}")).unwrap_or_default();
     // SLUICE_BENCH_MAXFRAME: smaller frames from pg-input (and so through the whole path),
