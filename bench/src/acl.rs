@@ -7,8 +7,10 @@
 //! mask types without protocol and with UDP's exact port (and misses) before the permit-all:
 //! the probe-heavy path. `stateful`: one `permit+reflect` rule, so after the first pass over
 //! the 4,096 flows every packet is admitted by its session (the session lookup instead of
-//! the classifier); `stateful-<n>`: the same `n - 1` deny rules before the `permit+reflect`
-//! one; `stateful-100k-flows` (only with `--only`): 10k rules and 100,000 flows, a session
+//! the classifier); `stateful-tcp`: the same with 4,096 TCP flows, every packet an ACK
+//! without data (the session made by the flow's first one, mid-stream, one side seen: the
+//! hit path reads the segment, runs the window check and records the flags);
+//! `stateful-<n>`: the same `n - 1` deny rules before the `permit+reflect` one; `stateful-100k-flows` (only with `--only`): 10k rules and 100,000 flows, a session
 //! table larger than the caches (issue 14's 100k sessions). `stateful-miss` (only with
 //! `--only`): the denial path of a stateful interface, 10k rules ending in a TCP-only
 //! `permit+reflect` rule, UDP traffic: every packet misses the session table, meets the
@@ -21,10 +23,16 @@
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
 
+/// TCP's ACK flag.
+const TCP_ACK: u8 = 0x10;
+
+/// The node measured.
+const ACL_NODE: &str = "acl-plugin-in-ip4-fa";
+
 const PATH: [&str; 7] = [
     "ethernet-input",
     "ip4-input",
-    "acl-plugin-in-ip4-fa",
+    ACL_NODE,
     "ip4-lookup",
     "ip4-rewrite",
     "interface-output",
@@ -85,6 +93,8 @@ fn rules(n: usize, seed: u64, near: u8) -> String {
 
 /// UDP flows of the cases (one frame each, replayed in order).
 const FLOWS: usize = 4096;
+/// The TCP case: `FLOWS` established TCP flows, each an ACK-only segment.
+const TCP_LABEL: &str = "stateful-tcp";
 /// `stateful-100k-flows`: the 10k-rule list ending in `permit+reflect` and this many flows
 /// (all tracked after the warm-up, whose first pass creates their sessions).
 const BIG_FLOWS: usize = 100_000;
@@ -92,12 +102,7 @@ const BIG_LABEL: &str = "stateful-100k-flows";
 /// The all-miss case: no session and no permit rule matches (the denial path).
 const MISS_LABEL: &str = "stateful-miss";
 /// Its path: to `error-drop`.
-const MISS_PATH: [&str; 4] = [
-    "ethernet-input",
-    "ip4-input",
-    "acl-plugin-in-ip4-fa",
-    "error-drop",
-];
+const MISS_PATH: [&str; 4] = ["ethernet-input", "ip4-input", ACL_NODE, "error-drop"];
 
 /// What a case's list is.
 #[derive(Clone, Copy, PartialEq)]
@@ -110,6 +115,20 @@ enum Kind {
     Miss,
 }
 
+/// A 60-byte TCP/IPv4 frame from `src:sport` to `dst:dport` with `flags`, `seq`, `ack`, no
+/// payload, window 65535, checksums set.
+fn tcp_frame(src: u32, dst: u32, sport: u16, dport: u16, flags: u8, seq: u32, ack: u32) -> Vec<u8> {
+    let mut l4 = [0u8; 20];
+    l4[0..2].copy_from_slice(&sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&dport.to_be_bytes());
+    l4[4..8].copy_from_slice(&seq.to_be_bytes());
+    l4[8..12].copy_from_slice(&ack.to_be_bytes());
+    l4[12] = 5 << 4;
+    l4[13] = flags;
+    l4[14..16].copy_from_slice(&u16::MAX.to_be_bytes());
+    crate::nat::ip4_frame(0, src, dst, 6, &l4)
+}
+
 /// Runs the ACL benchmark.
 pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let dir = std::env::temp_dir().join(format!("sluice-bench-acl-{}", std::process::id()));
@@ -117,25 +136,32 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     // Removed however the function ends: a case's checks panic (unwinding) on a wrong path.
     let _rm = RemoveDir(dir.clone());
     let dir = &_rm.0;
-    // `flows` UDP flows from 10.0.0.16 to 20.0.x.x, one frame each, written once per count.
-    let flows_pcap = |flows: usize| {
+    // `flows` UDP (or `tcp`: TCP ACK-only) flows from 10.0.0.16 to 20.0.x.x, one frame
+    // each, written once per count and protocol.
+    let flows_pcap = |flows: usize, tcp: bool| {
         let mut r = Rng(7);
         let frames: Vec<Vec<u8>> = (0..flows)
             .map(|_| {
-                crate::nat::udp_frame(
-                    0,
-                    0x0a00_0010,
-                    0x1400_0000 | (r.next() as u32 & 0xffff),
-                    1024 + (r.next() % 1000) as u16,
-                    53,
-                )
+                let dst = 0x1400_0000 | (r.next() as u32 & 0xffff);
+                let sport = 1024 + (r.next() % 1000) as u16;
+                if tcp {
+                    // Every packet of a flow the same segment: an ACK with no data, in
+                    // the window the flow's first one (which makes the session) opens.
+                    tcp_frame(0x0a00_0010, dst, sport, 80, TCP_ACK, 1001, 2001)
+                } else {
+                    crate::nat::udp_frame(0, 0x0a00_0010, dst, sport, 53)
+                }
             })
             .collect();
-        let pcap = dir.join(format!("acl-{flows}.pcap"));
+        let pcap = dir.join(format!(
+            "acl-{flows}-{}.pcap",
+            if tcp { "tcp" } else { "udp" }
+        ));
         write_pcap(&pcap, &frames);
         pcap
     };
-    let mut pcaps: std::collections::BTreeMap<usize, std::path::PathBuf> = Default::default();
+    let mut pcaps: std::collections::BTreeMap<(usize, bool), std::path::PathBuf> =
+        Default::default();
     let _ = writeln!(
         out,
         "## IPv4 + input ACL, one core, 64-byte frames, every packet matched by the last rule \
@@ -157,32 +183,35 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    // (label, rules, kind, flows); the rule text and the flows' pcap are made only for
-    // the cases that run.
-    let mut cases: Vec<(String, usize, Kind, usize)> = sizes
+    // (label, rules, kind, flows, TCP); the rule text and the flows' pcap are made only
+    // for the cases that run.
+    let mut cases: Vec<(String, usize, Kind, usize, bool)> = sizes
         .iter()
-        .map(|&n| (n.to_string(), n, Kind::Stateless, FLOWS))
+        .map(|&n| (n.to_string(), n, Kind::Stateless, FLOWS, false))
         .collect();
     // SLUICE_BENCH_ACL_FLOWS: the `stateful` case's flow count (the look-ahead's threshold
     // measured between 4k and 100k sessions); its row and JSON key then say the count.
     let flows_knob = crate::env_usize("SLUICE_BENCH_ACL_FLOWS");
     let stateful_flows = flows_knob.unwrap_or(FLOWS);
-    cases.push(("stateful".into(), 1, Kind::Stateful, stateful_flows));
+    cases.push(("stateful".into(), 1, Kind::Stateful, stateful_flows, false));
+    // TCP's per-packet state check (the segment read, the window check, the flags
+    // recorded) on the session-hit path.
+    cases.push((TCP_LABEL.into(), 1, Kind::Stateful, FLOWS, true));
     cases.extend(
         sizes
             .iter()
             .filter(|&&n| n > 1)
-            .map(|&n| (format!("stateful-{n}"), n, Kind::Stateful, FLOWS)),
+            .map(|&n| (format!("stateful-{n}"), n, Kind::Stateful, FLOWS, false)),
     );
     // Issue 14's operating point: 100k tracked flows behind 10k rules (only on request:
     // its warm-up creates the 100k sessions); and its denial path.
     if o.only.as_deref() == Some(BIG_LABEL) {
-        cases.push((BIG_LABEL.into(), 10_000, Kind::Stateful, BIG_FLOWS));
+        cases.push((BIG_LABEL.into(), 10_000, Kind::Stateful, BIG_FLOWS, false));
     }
     if o.only.as_deref() == Some(MISS_LABEL) {
-        cases.push((MISS_LABEL.into(), 10_000, Kind::Miss, FLOWS));
+        cases.push((MISS_LABEL.into(), 10_000, Kind::Miss, FLOWS, false));
     }
-    for (label, n, kind, flows) in cases {
+    for (label, n, kind, flows, tcp) in cases {
         let stateful = kind == Kind::Stateful;
         // `--only <rules>|stateful|stateful-<rules>|stateful-100k-flows`: that case alone
         // (callgrind runs).
@@ -195,8 +224,8 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             _ => label,
         };
         let pcap = pcaps
-            .entry(flows)
-            .or_insert_with(|| flows_pcap(flows))
+            .entry((flows, tcp))
+            .or_insert_with(|| flows_pcap(flows, tcp))
             .clone();
         let text = rules(n, n as u64, near);
         let text = match kind {
@@ -242,16 +271,42 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             .and_then(|x| x.trim().parse().ok())
             .unwrap_or(0);
         if kind == Kind::Miss {
-            let r = replay_denied(o, vm, &t, &pcap);
+            // Every packet dropped as `no_match`, none sent.
+            let r = crate::replay_path_to(
+                o,
+                vm,
+                &t,
+                &pcap,
+                "pg0",
+                Some("ethernet-input"),
+                &MISS_PATH,
+                MISS_LABEL,
+                crate::Sink::Drop,
+                &|_, _| {},
+                &|vm, t| {
+                    let sent = crate::total_vectors(vm, vm.registry.find("pg-tx").expect("pg-tx"));
+                    assert_eq!(sent, 0, "{MISS_LABEL}: packets sent, not denied");
+                    let denied = error_count(&cli(vm, t, "show errors"), "no ACL rule matched");
+                    let all = o.packets / 2 * (o.runs as u64 + 1);
+                    assert_eq!(
+                        denied, all,
+                        "{MISS_LABEL}: packets denied (no_match) against packets sent in"
+                    );
+                },
+            );
             let (path, _) = crate::clock_cells(&r.node_clocks);
             let _ = writeln!(
                 out,
                 "| {label} (dropped) | {types} | {:.2} | {:.2} | {:.2} | | {:.1} | {:.1} |",
-                r.mpps.0, r.mpps.1, r.mpps.2, path, r.node_clocks[2].1
+                r.mpps.0,
+                r.mpps.1,
+                r.mpps.2,
+                path,
+                r.clocks_of(ACL_NODE)
             );
             json.push(format!(
                 "\"acl_{label}\": {{\"mpps\": [{:.3}, {:.3}, {:.3}], \"path_clocks\": {:.2}, \"acl_clocks\": {:.2}}}",
-                r.mpps.0, r.mpps.1, r.mpps.2, path, r.node_clocks[2].1
+                r.mpps.0, r.mpps.1, r.mpps.2, path, r.clocks_of(ACL_NODE)
             ));
             continue;
         }
@@ -300,7 +355,7 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             r.mpps.2,
             r.mpps.1 / b,
             path,
-            r.node_clocks[2].1
+            r.clocks_of(ACL_NODE)
         );
         json.push(format!(
             "\"acl_{label}\": {{\"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"acl_clocks\": {:.2}}}",
@@ -309,7 +364,7 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             r.mpps.2,
             r.mpps.1 / b,
             path,
-            r.node_clocks[2].1
+            r.clocks_of(ACL_NODE)
         ));
     }
     out.push('\n');
@@ -321,67 +376,6 @@ struct RemoveDir(std::path::PathBuf);
 impl Drop for RemoveDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `crate::replay_path` for a case whose every packet is dropped: the runs end when
-/// `error-drop` has seen their packets (each run `o.packets / 2`, after a warm-up run), every
-/// one dropped as `no_match`, none sent; the clocks/packet of [`MISS_PATH`]'s nodes.
-fn replay_denied(
-    o: &crate::Opts,
-    mut vm: sluice_graph::Vlib,
-    t: &sluice_cli::CommandTree<sluice_graph::Vlib>,
-    pcap: &std::path::Path,
-) -> crate::PathResult {
-    let sink = vm.registry.find("error-drop").expect("error-drop");
-    let packets = o.packets / 2;
-    let mut mpps = Vec::new();
-    let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); MISS_PATH.len()];
-    for run in 0..=o.runs {
-        let _ = t.execute(&mut vm, "packet-generator delete s");
-        cli(
-            &mut vm,
-            t,
-            &format!(
-                "packet-generator new pcap {} source pg0 name s limit {packets} node ethernet-input",
-                pcap.display()
-            ),
-        );
-        cli(&mut vm, t, "clear runtime");
-        let before = crate::total_vectors(&vm, sink);
-        cli(&mut vm, t, "packet-generator enable");
-        let t1 = std::time::Instant::now();
-        while crate::total_vectors(&vm, sink) < before + packets && t1.elapsed().as_secs() < 120 {
-            vm.run_main_once();
-        }
-        let dt = t1.elapsed().as_secs_f64();
-        if run == 0 {
-            continue; // warm-up
-        }
-        mpps.push(packets as f64 / dt / 1e6);
-        for (k, n) in MISS_PATH.iter().enumerate() {
-            let i = vm.registry.find(n).expect("node");
-            let s = &vm.registry.node(i).stats.per_thread[0];
-            clocks[k].push(s.clocks.get() as f64 / s.vectors.get().max(1) as f64);
-        }
-    }
-    let sent = crate::total_vectors(&vm, vm.registry.find("pg-tx").expect("pg-tx"));
-    assert_eq!(sent, 0, "{MISS_LABEL}: packets sent, not denied");
-    let denied = error_count(&cli(&mut vm, t, "show errors"), "no ACL rule matched");
-    let all = packets * (o.runs as u64 + 1);
-    assert_eq!(
-        denied, all,
-        "{MISS_LABEL}: packets denied (no_match) against packets sent in"
-    );
-    vm.stop_workers();
-    assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
-    crate::PathResult {
-        mpps: crate::stats(mpps),
-        node_clocks: MISS_PATH
-            .iter()
-            .zip(clocks)
-            .map(|(n, c)| (n.to_string(), crate::stats(c).1))
-            .collect(),
     }
 }
 

@@ -51,30 +51,49 @@ fn session(i: u32) -> (u32, u16, u32) {
     (host, port, 0x1400_0000 + i)
 }
 
+/// A 60-byte UDP/IPv4 frame to MAC `02:fe:00:00:00:<dst_mac>` from `src:sport` to
+/// `dst:dport`, 18 bytes of zero payload, checksums set.
 pub(crate) fn udp_frame(dst_mac: u8, src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
+    let mut l4 = [0u8; 26];
+    l4[0..2].copy_from_slice(&sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&dport.to_be_bytes());
+    l4[4..6].copy_from_slice(&26u16.to_be_bytes());
+    ip4_frame(dst_mac, src, dst, 17, &l4)
+}
+
+/// An Ethernet frame to `02:fe:00:00:00:<dst_mac>` from `02:00:00:00:00:10` (the benches'
+/// pg0 and its neighbour) of an IPv4 packet from `src` to `dst`: a 20-byte header (TTL 64,
+/// protocol `proto`: 6 or 17, its checksum set) and the L4 bytes `l4`, whose checksum (TCP's
+/// or UDP's, over the pseudo-header; NAT updates it incrementally) it sets; padded to 60
+/// bytes.
+pub(crate) fn ip4_frame(dst_mac: u8, src: u32, dst: u32, proto: u8, l4: &[u8]) -> Vec<u8> {
+    let sum_at = match proto {
+        6 => 16,
+        17 => 6,
+        _ => panic!("ip4_frame: protocol {proto}, not TCP or UDP"),
+    };
+    let ip_len = 20 + l4.len();
+    let mut f = vec![0u8; (14 + ip_len).max(60)];
     f[0..6].copy_from_slice(&[0x02, 0xfe, 0, 0, 0, dst_mac]);
     f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
     let h = &mut f[14..];
     h[0] = 0x45;
-    h[2..4].copy_from_slice(&46u16.to_be_bytes());
+    h[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
     h[8] = 64;
-    h[9] = 17;
+    h[9] = proto;
     h[12..16].copy_from_slice(&src.to_be_bytes());
     h[16..20].copy_from_slice(&dst.to_be_bytes());
     let c = sluice_wire::checksum::internet_checksum(&h[..20]);
     h[10..12].copy_from_slice(&c.to_be_bytes());
-    h[20..22].copy_from_slice(&sport.to_be_bytes());
-    h[22..24].copy_from_slice(&dport.to_be_bytes());
-    h[24..26].copy_from_slice(&26u16.to_be_bytes());
-    // UDP checksum over the pseudo-header and the datagram (NAT updates it incrementally).
-    let mut ph = Vec::with_capacity(12 + 26);
+    h[20..ip_len].copy_from_slice(l4);
+    let mut ph = Vec::with_capacity(12 + l4.len());
     ph.extend_from_slice(&h[12..20]);
-    ph.extend_from_slice(&[0, 17, 0, 26]);
-    ph.extend_from_slice(&h[20..46]);
+    ph.extend_from_slice(&[0, proto]);
+    ph.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+    ph.extend_from_slice(l4);
     let u = sluice_wire::checksum::internet_checksum(&ph);
-    h[26..28].copy_from_slice(&u.to_be_bytes());
+    h[20 + sum_at..22 + sum_at].copy_from_slice(&u.to_be_bytes());
     f
 }
 

@@ -389,6 +389,36 @@ fn tcp_seg(d: &[u8], v6: bool) -> Option<TcpSeg> {
     })
 }
 
+/// [`tcp_seg`] of an IPv4 packet `d` with a 20-byte IP header (what [`AclNode::packed4`]
+/// admits), the session-hit path's: a segment without SYN (no options to read) straight
+/// from the header, the rest by `tcp_seg`; the same answer as `tcp_seg(d, false)`.
+#[inline(always)]
+fn tcp_seg4(d: &[u8]) -> Option<TcpSeg> {
+    debug_assert_eq!(d.first(), Some(&0x45));
+    let Some(h) = d.first_chunk::<40>() else {
+        return tcp_seg(d, false);
+    };
+    let flags = h[33];
+    if flags & 0x02 != 0 {
+        return tcp_seg(d, false);
+    }
+    let ip_len = u16::from_be_bytes([h[2], h[3]]) as usize;
+    let hlen = (h[32] as usize >> 4) * 4;
+    // `tcp_seg`'s bounds: the header and its options within the IP length and the data.
+    if hlen < 20 || ip_len.min(d.len()) < 20 + hlen {
+        return None;
+    }
+    let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+    Some(TcpSeg {
+        seq: be32(24),
+        ack: be32(28),
+        win: u16::from_be_bytes([h[34], h[35]]),
+        flags,
+        len: ip_len.saturating_sub(20 + hlen) as u32,
+        wscale: None,
+    })
+}
+
 /// Whether the key is an ICMP error of its family (IPv4: unreachable, source quench,
 /// redirect, time exceeded, parameter problem; ICMPv6: unreachable, packet too big, time
 /// exceeded, parameter problem).
@@ -496,20 +526,19 @@ struct AclNode<const V6: bool, const OUT: bool> {
 
 /// What [`AclNode::hit4`] takes of a packet: nothing ([`Pre::SKIP`]: the general path,
 /// [`AclNode::one`], from the start), the owner thread to hand it to, or its session key on
-/// this thread; read from the header in the frame's first pass, so that the main loop can
-/// prefetch the bihash bucket of a packet [`BUCKET_AHEAD`] on and look up the slot (and
-/// prefetch the session record) of the one [`SESSION_AHEAD`] on.
+/// this thread; read from the header in the frame's first pass, which also prefetches the
+/// key's bihash bucket, so that the main loop can look up the slot (and prefetch the
+/// session record) of the packet [`SESSION_AHEAD`] on. 32 bytes.
 #[derive(Clone, Copy)]
 struct Pre {
     /// The packed session key ([`Packed4::pk`]) and its table digest.
     pk: [u64; 2],
     dig: u64,
-    /// The slot the look-ahead found for `dig` (`NO_SLOT`: none), valid while the table's
-    /// [`Table::changes`] is `changes`.
+    /// The slot the look-ahead found for `dig` (`NO_SLOT`: none); a slot whose session's
+    /// key is `pk` is that key's however the table changed since, a miss is looked up again
+    /// if the frame changed the table ([`Fc::changes`]).
     slot: u32,
-    changes: u32,
-    /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`), [`Pre::HERE`] or [`Pre::LOOKED`] (on this
-    /// thread, its slot looked up).
+    /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`) or [`Pre::HERE`] (on this thread).
     kind: u8,
     /// The packet's source is the key's `lo` end.
     src_lo: bool,
@@ -527,13 +556,10 @@ impl Pre {
     const HAND: u8 = 1;
     /// Looked up on this thread.
     const HERE: u8 = 2;
-    /// `HERE`, and `slot` is the look-ahead's answer.
-    const LOOKED: u8 = 3;
     const NONE: Pre = Pre {
         pk: [0; 2],
         dig: 0,
         slot: NO_SLOT,
-        changes: 0,
         kind: Pre::SKIP,
         src_lo: false,
         owner: 0,
@@ -549,8 +575,6 @@ impl Pre {
                 t.prefetch_slot(i, self.pk[1] >> 24 & 0xff == 6);
             }
             self.slot = slot.unwrap_or(NO_SLOT);
-            self.changes = t.changes();
-            self.kind = Pre::LOOKED;
         }
     }
 }
@@ -579,11 +603,8 @@ impl AclNodeParts {
 /// How many packets ahead the node prefetches.
 const AHEAD: usize = 2;
 
-/// How many packets ahead the IPv4 nodes prefetch the session table's bucket of a
-/// stateful interface's packet ([`Pre`]).
-const BUCKET_AHEAD: usize = 16;
-
-/// How many packets ahead they look the slot up in that bucket and prefetch the session.
+/// How many packets ahead the IPv4 nodes' look-ahead looks the slot up in the bucket (which
+/// the first pass prefetched) and prefetches the session ([`Pre`]).
 const SESSION_AHEAD: usize = 8;
 
 /// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
@@ -655,6 +676,9 @@ struct Fc<'a> {
     /// Threads owning sessions (workers, or the main thread alone).
     owners: usize,
     now: f64,
+    /// The session table's [`Table::changes`] as the frame started (the look-ahead's
+    /// misses are looked up again once the frame changed the table).
+    changes: u32,
 }
 
 impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
@@ -805,16 +829,16 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             pk: p.pk,
             dig: fc.t.sessions.digest4(p.pk),
             slot: NO_SLOT,
-            changes: 0,
             kind: Pre::HERE,
             src_lo: p.src_lo,
             owner: 0,
         }
     }
 
-    /// [`AclNode::hit4`] from the first pass's [`Pre`]. The slot the look-ahead found is
-    /// used while the table has not changed since (a session created or freed by an
-    /// earlier packet of the frame), else looked up again.
+    /// [`AclNode::hit4`] from the first pass's [`Pre`] and the look-ahead's slot. A slot
+    /// holding the key's session is the key's whatever the frame did since (keys are
+    /// unique; a freed slot's key is `FREE`); a miss is looked up again if an earlier
+    /// packet of the frame created or freed a session, which the look may predate.
     #[inline(always)]
     fn hit4_ahead(
         &self,
@@ -834,20 +858,18 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             _ => {}
         }
         b.hdr.handoff_thread = 0;
-        let t = &fc.t.sessions;
-        let slot = if p.kind == Pre::LOOKED && p.changes == t.changes() {
-            let slot = (p.slot != NO_SLOT).then_some(p.slot);
-            debug_assert_eq!(
-                slot,
-                t.find(p.dig),
-                "a cached slot the table no longer gives"
-            );
-            slot
-        } else {
-            t.find(p.dig)
-        };
         let proto = (p.pk[1] >> 24) as u8;
-        self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto)
+        let slot = (p.slot != NO_SLOT).then_some(p.slot);
+        let r = self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto);
+        if let Err(Probed::Yes { live: false }) = r {
+            if fc.t.sessions.changes() != fc.changes {
+                // `hit_at` left the packet as it was: looked up again.
+                let slot = fc.t.sessions.find(p.dig);
+                return self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto);
+            }
+            debug_assert_eq!(slot, fc.t.sessions.find(p.dig), "a stale look-ahead miss");
+        }
+        r
     }
 
     /// The end of [`AclNode::hit4`]: the session in `slot` (the bihash's answer for the
@@ -878,7 +900,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         let mut flags = 0;
         if proto == 6 {
             // A truncated TCP header: dropped as `one` drops it.
-            let Some(g) = b.data().get(off..).and_then(|d| tcp_seg(d, false)) else {
+            let Some(g) = b.data().get(off..).and_then(tcp_seg4) else {
                 return Ok(Self::drop_pkt(cx, b, AclCounter::Malformed));
             };
             flags = g.flags;
@@ -895,12 +917,14 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         Ok(Verdict::Next(ic.pass))
     }
 
-    /// [`NodeFn::frame`] with the look-ahead ([`AclNode::packets`] with `PIPE`), out of
-    /// line and with its own per-frame state, so that the direct loop's code is generated
-    /// as if it were not there (inlined beside it, or sharing its context and tally, it
-    /// cost the stateless path 4 to 7 instructions a packet).
+    /// [`NodeFn::frame`]'s loop, out of line and with its own per-frame state, one copy per
+    /// kind of frame, so that each loop's code is generated as if the others were not there:
+    /// `STATEFUL` (some interface of the node is stateful) and `PIPE` (with the look-ahead,
+    /// [`AclNode::packets`]). The look-ahead inlined beside the direct loop, or sharing its
+    /// context and tally, cost the stateless path 4 to 7 instructions a packet; the
+    /// stateless loop (no stateful interface at all) leaves the session code out.
     #[inline(never)]
-    fn frame_ahead(
+    fn frame_loop<const PIPE: bool, const STATEFUL: bool>(
         &mut self,
         cx: &mut Cx,
         frame: &[BufIdx],
@@ -910,15 +934,18 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     ) {
         let arena = cx.arena();
         let me = cx.thread();
+        let changes = guard.sessions.changes();
         let mut fc = Fc {
             t: &mut guard,
             cur,
             me,
             owners: self.shared.threads().len().saturating_sub(1),
             now: cx.now_secs(),
+            changes,
         };
         let mut tally = Tally::default();
-        let (kept, handed) = self.packets::<true>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
+        let (kept, handed) =
+            self.packets::<PIPE, STATEFUL>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
         drop(guard);
         self.finish(cx, sc, &tally, kept, handed);
     }
@@ -977,11 +1004,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// run added). `PIPE` (IPv4, a stateful interface's
     /// session table larger than the caches): a first pass reads every packet's session
     /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
-    /// of its packets: the bucket of packet i + [`BUCKET_AHEAD`] prefetched, the slot of
-    /// i + [`SESSION_AHEAD`] looked up and its session prefetched while i is processed; the
-    /// first packets' ones before the loop.
+    /// of its packets: the first pass prefetches each one's bihash bucket, and the main loop
+    /// looks up the slot of packet i + [`SESSION_AHEAD`] and prefetches its session while i
+    /// is processed (the first packets' ones before the loop). Without `STATEFUL` (no interface of the node
+    /// stateful: `Compiled::stateful` empty) the session code is left out.
     #[inline(always)]
-    fn packets<const PIPE: bool>(
+    fn packets<const PIPE: bool, const STATEFUL: bool>(
         &mut self,
         cx: &mut Cx,
         arena: sluice_buffer::Arena<'_>,
@@ -1010,13 +1038,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 // `hit4` reads nothing but `kind` of a skipped packet.
                 if run.1 {
                     self.pre[j] = self.pre4(fc, sw_if, &b);
+                    let p = &self.pre[j];
+                    if p.kind == Pre::HERE {
+                        fc.t.sessions.prefetch_bucket(p.dig);
+                    }
                 } else {
                     self.pre[j].kind = Pre::SKIP;
-                }
-            }
-            for p in &self.pre[..n.min(BUCKET_AHEAD)] {
-                if p.kind == Pre::HERE {
-                    fc.t.sessions.prefetch_bucket(p.dig);
                 }
             }
             for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
@@ -1029,13 +1056,11 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         #[allow(clippy::needless_range_loop)]
         for i in 0..n {
             let bi = frame[i];
-            addrs.prefetch(i + AHEAD, true);
+            // The look-ahead's first pass read every packet's header and metadata already.
+            if !PIPE {
+                addrs.prefetch(i + AHEAD, true);
+            }
             if PIPE {
-                if let Some(p) = self.pre[..n].get(i + BUCKET_AHEAD) {
-                    if p.kind == Pre::HERE {
-                        fc.t.sessions.prefetch_bucket(p.dig);
-                    }
-                }
                 if let Some(p) = self.pre[..n].get_mut(i + SESSION_AHEAD) {
                     p.look(&fc.t.sessions);
                 }
@@ -1052,7 +1077,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                     ic.insert(self.if_ctx(cur, sw_if))
                 }
             };
-            let v = if c.stateful {
+            let v = if STATEFUL && c.stateful {
                 let hit = if PIPE {
                     // `pre4` skipped an interface from 2^23 on.
                     self.hit4_ahead(cx, fc, c, &mut b, tally, &self.pre[i])
@@ -1250,30 +1275,23 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         // node asks, so the next node keeps the one this node hands on whole.
         let mut sc = cx.take_frame_scratch();
         arena.resolve(frame, SCRATCH_AHEAD, &mut sc.addrs);
-        let mut guard = lock(slot);
+        let guard = lock(slot);
         let cur = guard.compiled.clone();
         // The IPv4 nodes, when a stateful interface's session table is larger than the
-        // caches (`Table::pipe_min`), keep its misses ahead of the packets: out of line,
-        // branched to before any per-frame state exists.
+        // caches (`Table::pipe_min`), keep its misses ahead of the packets; a node with no
+        // stateful interface runs the stateless loop. Each loop out of line, branched to
+        // before any per-frame state exists.
         let pipe = !V6 && !cur.stateful.is_empty() && {
             let t = &guard.sessions;
             t.len() >= t.pipe_min
         };
         if pipe {
-            return self.frame_ahead(cx, frame, sc, guard, &cur);
+            self.frame_loop::<true, true>(cx, frame, sc, guard, &cur);
+        } else if cur.stateful.is_empty() {
+            self.frame_loop::<false, false>(cx, frame, sc, guard, &cur);
+        } else {
+            self.frame_loop::<false, true>(cx, frame, sc, guard, &cur);
         }
-        let mut fc = Fc {
-            t: &mut guard,
-            cur: &cur,
-            me,
-            owners: n_threads.saturating_sub(1),
-            now: cx.now_secs(),
-        };
-        let mut tally = Tally::default();
-        let (kept, handed) =
-            self.packets::<false>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
-        drop(guard);
-        self.finish(cx, sc, &tally, kept, handed);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -2416,6 +2434,78 @@ mod tests {
         t.assert_no_leaks();
     }
 
+    /// A look-ahead hit gone stale: the slot the look found for flow A's expired session
+    /// is freed by an earlier packet of the frame (A's reply, which then meets the rules
+    /// and is denied) and reused by the next one's new session (flow B). A's packets, their
+    /// slot looked up before both, must not be taken for B's session (`Table::at4`
+    /// compares the slot's key): the first makes A's session again (B's counts its own
+    /// packet only); the second's miss is looked up again and finds it (taken for a miss,
+    /// it would try a second session and be dropped as `hash_collision`). A at every
+    /// distance from the frame's start, within the looks made before the loop and after.
+    #[test]
+    fn a_stale_look_ahead_hit_is_not_taken() {
+        for fill in 0..=SESSION_AHEAD {
+            stale_look_ahead_hit(fill);
+        }
+    }
+
+    fn stale_look_ahead_hit(fill: usize) {
+        use sluice_vnet::testing::pkt;
+        // With the look-ahead (`pipe_min` 0).
+        let (mut t, sw) = reflect_pg0(0);
+        let a = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
+        let a_back = pkt("UDP: 10.0.1.2 -> 10.0.0.2\nUDP: 53 -> 1000");
+        let b = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1001 -> 53");
+        // Flow C: session hits between B and A.
+        let c = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1002 -> 53");
+        let bufs = [&a, &c].map(|p| t.packet(p, |h| h.rx_if = sw));
+        t.inject(&bufs);
+        // A's session aged: its last packet long ago.
+        let ka = *sessions(&mut t.h.vm)
+            .iter()
+            .find(|(_, s)| s.key().lo.1 == 1000)
+            .expect("A's session")
+            .1
+            .key();
+        for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
+            if let Some(s) = lock(th).sessions.lookup(&ka, 0.0, &Timeouts::default()) {
+                s.last = -1e9;
+            }
+        }
+        t.clear();
+        let mut order = vec![(&a_back, false), (&b, true)];
+        order.extend(std::iter::repeat_n((&c, true), fill));
+        order.extend([(&a, true), (&a, true)]);
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&(p, _)| t.packet(p, |h| h.rx_if = sw))
+            .collect();
+        t.inject(&bufs);
+        let port = |d: &[u8]| u16::from_be_bytes([d[20], d[21]]);
+        let want: Vec<u16> = order.iter().filter(|o| o.1).map(|o| port(o.0)).collect();
+        let got: Vec<u16> = t.arc("ip4-lookup").iter().map(|c| port(&c.data)).collect();
+        assert_eq!(got, want, "fill {fill}");
+        assert_eq!(t.drops().len(), 1, "fill {fill}");
+        let mut s: Vec<(u16, [u64; 2])> = sessions(&mut t.h.vm)
+            .iter()
+            .map(|(_, s)| (s.key().lo.1, s.pkts))
+            .collect();
+        s.sort();
+        // A made again (2 packets), B (1), C (frame 1's and the fillers).
+        assert_eq!(
+            s,
+            [(1000, [2, 0]), (1001, [1, 0]), (1002, [1 + fill as u64, 0])],
+            "fill {fill}"
+        );
+        t.assert_counters(&[
+            ("permit", 4),
+            ("no_match", 1),
+            ("session_created", 4),
+            ("session_hit", fill as u64 + 1),
+        ]);
+        t.assert_no_leaks();
+    }
+
     /// Per-rule hit counts of a frame whose runs of equal rule hits cross interfaces whose
     /// lists number the same rule differently (the node adds each run once, and must close
     /// it when the interface changes), over two frames; a stateful interface (pg2, whose
@@ -2610,6 +2700,49 @@ mod tests {
         assert!(quoted_key(&q6[..47], true).is_none());
         q6[6] = 0; // a hop-by-hop header first
         assert!(quoted_key(&q6, true).is_none());
+    }
+
+    /// The hit path's TCP parse gives `tcp_seg`'s answer: segments with and without SYN,
+    /// options, payload, data offsets below 5 and past the header, IP lengths short of the
+    /// header and longer than the data, truncated buffers.
+    #[test]
+    fn tcp_seg4_is_tcp_seg() {
+        let mut n = 0;
+        for flags in [0x10u8, 0x02, 0x12, 0x11, 0x04] {
+            for doff in [0u8, 4, 5, 6, 8, 15] {
+                for payload in [0usize, 3, 20] {
+                    let opts = (doff as usize * 4).saturating_sub(20);
+                    let mut d = vec![0u8; 20 + 20 + opts + payload];
+                    d[0] = 0x45;
+                    d[24..28].copy_from_slice(&1001u32.to_be_bytes());
+                    d[28..32].copy_from_slice(&2001u32.to_be_bytes());
+                    d[32] = doff << 4;
+                    d[33] = flags;
+                    d[34..36].copy_from_slice(&5000u16.to_be_bytes());
+                    if opts >= 3 {
+                        d[40..43].copy_from_slice(&[3, 3, 7]); // window scale 7
+                    }
+                    let full = d.len();
+                    for ip_len in [full, full + 10, 39, 40 + opts, full.saturating_sub(1)] {
+                        d[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+                        for cut in [d.len(), 39, 40, 40 + opts.min(4)] {
+                            let d = &d[..cut.min(d.len())];
+                            assert_eq!(
+                                tcp_seg4(d),
+                                tcp_seg(d, false),
+                                "flags {flags:#x} doff {doff} payload {payload} ip_len {ip_len} cut {cut}"
+                            );
+                            // Parsed without SYN: `tcp_seg4`'s own path, not `tcp_seg`.
+                            n += (flags & 0x02 == 0 && tcp_seg(d, false).is_some()) as u32;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            n > 100,
+            "{n} segments parsed without SYN: the cases reach the fast path"
+        );
     }
 
     /// Every TCP segment a session admits updates its state, on the session-hit shortcut

@@ -692,9 +692,11 @@ impl Table {
         self.at4(i, pk, now, t)
     }
 
-    /// [`Table::lookup4`] from slot `i`, what [`Table::find`] gave for the key's digest
-    /// with [`Table::changes`] unchanged since: the live session there if its key is `pk`
-    /// (an expired one is freed and not returned).
+    /// [`Table::lookup4`] from slot `i`, what [`Table::find`] gave for the key's digest at
+    /// some time: the live session there if its key is `pk` (an expired one is freed and not
+    /// returned). A slot whose key is `pk` is `pk`'s session whatever the table did since
+    /// (keys are unique, a freed slot's key is [`FREE`]); `None` may be a stale miss, which
+    /// the caller looks up again if [`Table::changes`] moved.
     #[inline(always)]
     pub(crate) fn at4(
         &mut self,
@@ -764,8 +766,9 @@ impl Table {
     }
 
     /// Frees slot `i`. It moves [`Table::changes`] although a free leaves every other
-    /// digest's answer as it was: deliberately conservative (a look-ahead answer is taken
-    /// again rather than reasoned about).
+    /// digest's answer as it was: deliberately conservative (a look-ahead miss is looked
+    /// up again rather than reasoned about; a look-ahead hit needs no stamp, [`Table::at4`]
+    /// compares the slot's key).
     fn free_slot(&mut self, i: u32) {
         let s = &self.slots[i as usize];
         if s.is_live() {
