@@ -57,7 +57,7 @@ use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE, SCRATCH_AHEAD};
 use sluice_infra::epoch::Epochs;
-use sluice_vnet::feature::FeatureNext;
+use sluice_vnet::feature::{ArcRun, FeatureNext};
 use sluice_vnet::ip4::{Ip4Shared, LB_FLAG};
 use sluice_wire::ipv4::proto;
 use std::any::Any;
@@ -827,6 +827,9 @@ impl NodeFn for NatNode {
         let vals = &mut vals[..nc];
         pc.table.probe_many(&digests[..nc], vals);
         let mut translated = 0;
+        // The feature next arc, read again only when the rx interface changes.
+        let mut arc = ArcRun::new(*slot);
+        arc.begin_frame(features, NatNext::Lookup.next());
         // The first `SESSION_AHEAD` hits' flow records before the loop (the loop prefetches
         // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
         // priming them; kept as it is at most 8 prefetches a frame, and without it the
@@ -876,7 +879,7 @@ impl NodeFn for NatNode {
                     },
                 );
             }
-            let nx = features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next());
+            let nx = arc.next(features, b.hdr.rx_if, NatNext::Lookup.next());
             debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
             nexts[pos] = nx.0;
             cand_of[pos] = DONE;
