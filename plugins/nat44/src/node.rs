@@ -285,10 +285,11 @@ impl Pc<'_> {
     }
 
     /// Translates a TCP/UDP/echo packet with flow `which` of session `i` and counts it (the
-    /// per-packet path; the lookup pass's hits take [`Table::hit`] instead). Its trace
-    /// record and next arc are the lookup pass's, written out there too: a helper shared by
-    /// both, returning the next arc and the record, cost the lookup pass 8.5 instructions per
-    /// packet as compiled (callgrind, 1k sessions in2out, 480.9 against 472.4).
+    /// per-packet path; the lookup pass's hits take [`Table::hit_hot`] or
+    /// [`Table::hit_session`] instead). Its trace record and next arc are the lookup pass's,
+    /// written out there too: a helper shared by both, returning the next arc and the
+    /// record, cost the lookup pass 8.5 instructions per packet as compiled (callgrind, 1k
+    /// sessions in2out, 480.9 against 472.4).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn apply(
@@ -459,7 +460,6 @@ fn create_in2out(
         fib,
         flags,
         mapping,
-        pc.now,
     );
     pc.create(cx, s, 0)
 }
@@ -550,7 +550,6 @@ fn create_out2in(
         m.fib,
         flags,
         Some(m.id),
-        pc.now,
     );
     pc.create(cx, s, 1)
 }

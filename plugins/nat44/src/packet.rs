@@ -225,7 +225,7 @@ pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
     }
     let p = h[9];
     // Both addresses as one big-endian word, the ports (below) too: the flow digest's words
-    // are these words (`session::key_words`), which the compiler then takes as they are.
+    // are these words (`session::Key`), which the compiler then takes as they are.
     let addrs = u64::from_be_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]);
     let (src, dst) = ((addrs >> 32) as u32, addrs as u32);
     let l4 = ihl;
@@ -705,15 +705,21 @@ mod tests {
 
     proptest::proptest! {
         /// A session's hot path (its flow's rewrite and deltas, summed when the session was
-        /// made, read from the flow's hot record by `Table::hit`) gives, byte for byte, the
-        /// packet built from scratch with the translated tuple: both directions, TCP, UDP
-        /// (with and without checksum) and ICMP echo, random tuples.
+        /// made, read from the flow's hot record by `Table::hit_hot`) gives, byte for byte,
+        /// the packet built from scratch with the translated tuple, and so does the session
+        /// path (`Table::hit_session`): both directions, TCP, UDP (with and without
+        /// checksum) and ICMP echo, random tuples, an address rewrite or a ports-only one
+        /// (the pool address the source's), FIB 0 or another. A flow's first packet of a
+        /// second must be declined by `hit_hot` and the next one in that second taken by it.
         #[test]
         fn hot_path_translation_is_the_packet_built_from_scratch(
             kind in 0u8..5,
             (src, dst, sp, dp) in (proptest::prelude::any::<u32>(), proptest::prelude::any::<u32>(),
                                    proptest::prelude::any::<u16>(), proptest::prelude::any::<u16>()),
-            (pool, port) in (proptest::prelude::any::<u32>(), proptest::prelude::any::<u16>()),
+            (pool, port, same_addr) in (proptest::prelude::any::<u32>(),
+                                        proptest::prelude::any::<u16>(),
+                                        proptest::prelude::any::<bool>()),
+            fib in proptest::prop_oneof![proptest::strategy::Just(0u32), 1u32..1024],
             second in 1u32..5,
         ) {
             use crate::config::Timeouts;
@@ -723,7 +729,7 @@ mod tests {
             let (sp, dp) = match kind { 3 => (sp, 0), 4 => (0, dp), _ => (sp, dp) };
             let t = Tuple { src, dst, sport: sp, dport: dp, proto };
             let new = Tuple {
-                src: pool,
+                src: if same_addr { src } else { pool },
                 sport: if kind == 4 { 0 } else { port },
                 dport: if kind == 4 { port } else { t.dport },
                 ..t
@@ -732,29 +738,39 @@ mod tests {
             let s = Session::new(
                 Flow { key: t, rw: new, side: Side::In },
                 Flow { key: rev(new), rw: rev(t), side: Side::Out },
-                0, 0, None, 0.5,
+                fib, 0, None,
             );
             let (e, to) = (sluice_infra::epoch::Epochs::new(1), Timeouts::default());
             let mut tb = Table::new(4, 7);
             let i = tb.create(&e, s, 0.5, &to).expect("created");
             // The outside packet of an echo request is a reply, and the reverse.
             let back = match kind { 3 => 4, 4 => 3, k => k };
-            for (side, kind, old, want, which) in
-                [(Side::In, kind, t, new, 0u8), (Side::Out, back, rev(new), rev(t), 1)]
+            // The outside flow's key is looked up in FIB 0.
+            for (side, kind, old, want, which, kfib) in
+                [(Side::In, kind, t, new, 0u8, fib), (Side::Out, back, rev(new), rev(t), 1, 0)]
             {
                 let mut d = from_scratch(kind, old);
                 let Ok(Parsed::Flow { t: pt, l4, kind: k }) = parse(&d) else { panic!("parses") };
                 proptest::prop_assert_eq!(pt, old);
+                let key = Key::new(side, &old, kfib);
                 // Twice in a second: the first packet takes the session (a new second for the
                 // flow), the second the hot record alone.
                 for n in 0..2 {
                     let now = second as f64 + 0.25 * n as f64;
-                    let (found, _, _) = tb.lookup_live(side, &old, 0, now, &to).expect("found");
+                    let (found, _, _) = tb.lookup_live(side, &old, kfib, now, &to).expect("found");
                     let v = (found as u64) << 1 | which as u64;
-                    let Hit::Live { i: hi, rw, deltas, .. } =
-                        tb.hit(Key::new(side, &old, 0), v, now, &to, d.len(), flags_of(k))
-                    else { panic!("live") };
-                    proptest::prop_assert_eq!((hi, rw), (i, want));
+                    let hot = tb.hit_hot(key, v, now, d.len(), flags_of(k));
+                    let (rw, deltas) = if n == 0 {
+                        proptest::prop_assert!(hot.is_none(), "a new second takes the session");
+                        let Hit::Live { i: hi, rw, deltas, .. } =
+                            tb.hit_session(key, v, now, &to, d.len(), flags_of(k))
+                        else { panic!("live") };
+                        proptest::prop_assert_eq!(hi, i);
+                        (rw, deltas)
+                    } else {
+                        hot.expect("the same second's next packet takes the hot record")
+                    };
+                    proptest::prop_assert_eq!(rw, want);
                     let mut p = d.clone();
                     translate(&mut p, l4, k, old, rw, deltas);
                     proptest::prop_assert_eq!(&p, &from_scratch(kind, want));

@@ -123,8 +123,6 @@ pub struct Session {
     pub tcp: u8,
     /// [`sflags`].
     pub flags: u8,
-    /// Created (seconds, the runtime clock): the flows' first "last packet" time.
-    created: f64,
     prev: Option<u32>,
     next: Option<u32>,
     /// The static mapping it was made from.
@@ -132,11 +130,11 @@ pub struct Session {
 }
 
 // A free pool slot (`None`, the class's niche) costs no more than a session.
-const _: () = assert!(std::mem::size_of::<Option<Session>>() == 112);
+const _: () = assert!(std::mem::size_of::<Option<Session>>() == 104);
 
 /// What a packet of one flow reads and writes, in one cache line (the table keeps one per
-/// flow, indexed by the flow's table value, [`Table::hit`]): the flow key's two words
-/// ([`key_words`]: tuple, side, FIB), the rewrite (its protocol is the key's), the checksum
+/// flow, indexed by the flow's table value, [`Table::hit_hot`]): the flow key's two words
+/// ([`Key`]: tuple, side, FIB), the rewrite (its protocol is the key's), the checksum
 /// deltas, the whole second its session last moved in its LRU list for this flow, the last
 /// packet's time and the flow's counters. A free flow's key is [`Hot::FREE`], which no
 /// packet's key is (protocol 255 is never looked up).
@@ -177,9 +175,8 @@ impl Hot {
 
     /// Flow `f` of a session of FIB `fib` created at `now`.
     fn new(f: &Flow, fib: u32, now: f64) -> Hot {
-        let (a, b) = key_words(f.side, &f.key, fib);
         Hot {
-            kw: [a, b],
+            kw: Key::new(f.side, &f.key, fib).0,
             rw_src: f.rw.src,
             rw_dst: f.rw.dst,
             rw_sport: f.rw.sport,
@@ -226,7 +223,7 @@ pub struct Activity {
 
 impl Session {
     /// A new session (not in a table yet).
-    pub fn new(i2o: Flow, o2i: Flow, fib: u32, flags: u8, mapping: Option<u32>, now: f64) -> Self {
+    pub fn new(i2o: Flow, o2i: Flow, fib: u32, flags: u8, mapping: Option<u32>) -> Self {
         let class = match i2o.key.proto {
             6 => Class::TcpTransitory,
             1 => Class::Icmp,
@@ -240,7 +237,6 @@ impl Session {
             tcp: 0,
             class,
             mapping,
-            created: now,
             prev: None,
             next: None,
         }
@@ -332,7 +328,7 @@ pub fn tcp_update(state: &mut u8, inside: bool, flags: u8) -> Class {
     }
 }
 
-/// What [`Table::hit`] found.
+/// What [`Table::hit_session`] found.
 #[derive(Copy, Clone, Debug)]
 pub enum Hit {
     /// No session has the flow.
@@ -391,12 +387,6 @@ pub struct Table {
     creations: u64,
 }
 
-#[inline(always)]
-fn key_words(side: Side, t: &Tuple, fib: u32) -> (u64, u64) {
-    let Key([a, b]) = Key::new(side, t, fib);
-    (a, b)
-}
-
 /// A flow key (side, tuple, FIB) as the two words the table digests and a hit compares:
 /// the addresses; the ports, protocol, side (bit 23) and FIB index (23 bits: every FIB
 /// index fits them, `routes::MAX_FIBS`). The packet parse builds it once per candidate.
@@ -451,7 +441,10 @@ impl Table {
     pub fn new(max: usize, seed: u64) -> Table {
         Table {
             sessions: Pool::with_capacity(max),
-            hot: vec![Hot::FREE; 2 * max],
+            // Reserved, not written: `create` grows it to the highest session's flows (a
+            // `vec![Hot::FREE; ..]` would write 128 bytes per session up front, FREE not
+            // being zeros). A prefetch past its length is harmless (`Table::prefetch`).
+            hot: Vec::with_capacity(2 * max),
             keys: Bihash::with_limit_prehashed(2 * max, 2 * max),
             hasher: FoldedKeyHash::new(),
             heads: [None; N_CLASSES],
@@ -478,7 +471,8 @@ impl Table {
         self.max
     }
 
-    /// Bytes used: the key table's array and the session pool's slots.
+    /// Bytes used: the key table's array, the session pool's slots and the flow records
+    /// written so far (up to the highest session index's; the rest is only reserved).
     pub fn memory_bytes(&self) -> usize {
         self.keys.memory_bytes()
             + self.sessions.slots() * std::mem::size_of::<Option<Session>>()
@@ -530,7 +524,7 @@ impl Table {
     }
 
     /// Hints the CPU to fetch the hot record of table value `v` (a [`Table::probe_many`]
-    /// result) ahead of its [`Table::hit`]: the one line an established flow's packet
+    /// result) ahead of its [`Table::hit_hot`]: the one line an established flow's packet
     /// reads (no bound check: a prefetch never faults).
     #[inline(always)]
     pub fn prefetch(&self, v: u64) {
@@ -597,7 +591,7 @@ impl Table {
     /// second's had a packet less than a second ago: its session is live without the
     /// timeout compare. That shortcut rests on two invariants: a flow's stamp is the whole
     /// second of a packet at or before its `last` (only [`Hot::new`], [`Table::touch`] and
-    /// [`Table::hit`] write either), and every timeout is at least a second ([`Timeouts`],
+    /// [`Table::hit_hot`] write either), and every timeout is at least a second ([`Timeouts`],
     /// checked by `ops::set_timeouts`); a debug build asserts that it agrees with the
     /// compare.
     #[inline(always)]
@@ -624,17 +618,10 @@ impl Table {
         })
     }
 
-    /// The batched path's hit: table value `v` checked as [`Table::confirm_live`] checks
-    /// it and, when it is a live session's flow (`side`, `t`, `fib`), the packet recorded
-    /// as [`Table::touch`] records it (`bytes`; TCP: its `tcp_flags` applied to the state
-    /// first) and the flow's rewrite and checksum deltas returned.
-    ///
-    /// The common case reads and writes the flow's [`Hot`] record alone (one cache line):
-    /// its key words equal the packet's (the full match: tuple, side and FIB), its stamp is
-    /// this second's (live, and its LRU position moved this second already) and the packet
-    /// is no TCP SYN, FIN or RST (which alone change the TCP state and class). Anything else
-    /// takes the session ([`Table::hit_session`]).
-    #[inline(always)]
+    /// The tests' hit: [`Table::hit_hot`], else [`Table::hit_session`], as pass 2 of the
+    /// node takes them (which calls them apart, so that the common case is its own call
+    /// site and no [`Hit`] goes through memory).
+    #[cfg(test)]
     pub fn hit(
         &mut self,
         k: Key,
@@ -655,8 +642,12 @@ impl Table {
         }
     }
 
-    /// [`Table::hit`]'s common case alone, the flow's hot record: the packet recorded and
-    /// the flow's rewrite and deltas returned, or `None` (take [`Table::hit_session`]).
+    /// The batched path's common hit, the flow's [`Hot`] record alone (one cache line):
+    /// when its key words equal the packet's `k` (the full match: tuple, side and FIB), its
+    /// stamp is this second's (live, and its LRU position moved this second already) and
+    /// the packet is no TCP SYN, FIN or RST (which alone change the TCP state and class),
+    /// the packet is recorded (`bytes`, `now`) and the flow's rewrite and checksum deltas
+    /// returned. `None`: anything else, which takes [`Table::hit_session`].
     #[inline(always)]
     pub fn hit_hot(
         &mut self,
@@ -677,8 +668,11 @@ impl Table {
         Some((h.rw((b >> 24) as u8), h.deltas))
     }
 
-    /// [`Table::hit`] through the session: the full tuple compare, the expiry check, the
-    /// TCP state, the LRU move.
+    /// The batched path's hit through the session (when [`Table::hit_hot`] declined):
+    /// table value `v` checked as [`Table::confirm_live`] checks it (the full tuple
+    /// compare, the expiry) and, when it is a live session's flow `k`, the packet recorded
+    /// as [`Table::touch`] records it (`bytes`; TCP: its `tcp_flags` applied to the state
+    /// first; the LRU move) and the flow's rewrite and checksum deltas returned.
     #[inline(never)]
     pub fn hit_session(
         &mut self,
@@ -959,7 +953,7 @@ mod tests {
         }
     }
 
-    fn session(in_port: u16, out_port: u16, now: f64) -> Session {
+    fn session(in_port: u16, out_port: u16) -> Session {
         let k = t(10, in_port, 99, 53);
         Session::new(
             Flow {
@@ -979,7 +973,6 @@ mod tests {
             0,
             0,
             None,
-            now,
         )
     }
 
@@ -992,12 +985,12 @@ mod tests {
         proto: 17,
     };
 
-    /// A table of `max` sessions (seed `seed`) holding `session(1000, 2000, now)`: the
+    /// A table of `max` sessions (seed `seed`) holding `session(1000, 2000)`: the
     /// epochs, the table, the session's index and the value of its inside key [`K`].
     fn one_session(max: usize, seed: u64, now: f64, to: &Timeouts) -> (Epochs, Table, u32, u64) {
         let e = Epochs::new(1);
         let mut tb = Table::new(max, seed);
-        let a = tb.create(&e, session(1000, 2000, now), now, to).expect("a");
+        let a = tb.create(&e, session(1000, 2000), now, to).expect("a");
         let v = tb.keys.get(tb.digest(Side::In, &K, 0)).expect("key");
         (e, tb, a, v)
     }
@@ -1107,7 +1100,7 @@ mod tests {
         ));
         assert_eq!(tb.activity(a).pkts, 2);
         // TCP: the flags move the state and the class.
-        let mut tcp = session(1001, 2001, 20.0);
+        let mut tcp = session(1001, 2001);
         for f in [
             &mut tcp.i2o.key,
             &mut tcp.i2o.rw,
@@ -1116,7 +1109,7 @@ mod tests {
         ] {
             f.proto = 6;
         }
-        let tcp = Session::new(tcp.i2o, tcp.o2i, 0, 0, None, 20.0);
+        let tcp = Session::new(tcp.i2o, tcp.o2i, 0, 0, None);
         let b = tb.create(&e, tcp, 20.0, &to).expect("b");
         let (ki, ko) = (tb.get(b).expect("b").i2o.key, tb.get(b).expect("b").o2i.key);
         let vi = tb.keys.get(tb.digest(Side::In, &ki, 0)).expect("key");
@@ -1141,6 +1134,92 @@ mod tests {
         );
     }
 
+    /// Whether session `i` is on class `c`'s LRU list (walked from its head).
+    fn on_list(tb: &Table, c: Class, i: u32) -> bool {
+        let mut at = tb.heads[c as usize];
+        while let Some(j) = at {
+            if j == i {
+                return true;
+            }
+            at = tb.get(j).and_then(|s| s.next);
+        }
+        false
+    }
+
+    /// TCP FIN from both sides, or an RST, on an established flow whose record is stamped
+    /// this second (so only the control flags keep the packet off the hot record) moves
+    /// the session to the transitory class and its LRU list; one FIN leaves it established.
+    #[test]
+    fn fin_both_ways_or_rst_makes_the_session_transitory_in_the_same_second() {
+        use tcp_flags::*;
+        let to = Timeouts::default();
+        let e = Epochs::new(1);
+        let mut tb = Table::new(4, 11);
+        let tcp = |in_port: u16, out_port: u16| {
+            let mut s = session(in_port, out_port);
+            for f in [&mut s.i2o.key, &mut s.i2o.rw, &mut s.o2i.key, &mut s.o2i.rw] {
+                f.proto = 6;
+            }
+            Session::new(s.i2o, s.o2i, 0, 0, None)
+        };
+        // Made in second 19 (its SYNs, the flows' first packets of second 20, take the
+        // session whatever their flags), established at 20.2: both flows stamped 20.
+        let open = |tb: &mut Table, in_port: u16, out_port: u16| {
+            let i = tb
+                .create(&e, tcp(in_port, out_port), 19.5, &to)
+                .expect("create");
+            let s = tb.get(i).expect("s");
+            let (ki, ko) = (s.i2o.key, s.o2i.key);
+            let vi = tb.keys.get(tb.digest(Side::In, &ki, 0)).expect("in key");
+            let vo = tb.keys.get(tb.digest(Side::Out, &ko, 0)).expect("out key");
+            hit(tb, Side::In, &ki, 0, vi, 20.1, &to, 60, SYN);
+            hit(tb, Side::Out, &ko, 0, vo, 20.2, &to, 60, SYN | ACK);
+            assert_eq!(tb.get(i).expect("s").class, Class::TcpEstablished);
+            assert!(on_list(tb, Class::TcpEstablished, i));
+            (i, ki, ko, vi, vo)
+        };
+        let (a, ki, ko, vi, vo) = open(&mut tb, 1000, 2000);
+        hit(&mut tb, Side::In, &ki, 0, vi, 20.3, &to, 60, FIN | ACK);
+        let s = tb.get(a).expect("a");
+        assert_eq!((s.tcp_state(), s.class), ("closing", Class::TcpEstablished));
+        hit(&mut tb, Side::Out, &ko, 0, vo, 20.4, &to, 60, FIN | ACK);
+        let s = tb.get(a).expect("a");
+        assert_eq!((s.tcp_state(), s.class), ("closed", Class::TcpTransitory));
+        assert!(
+            on_list(&tb, Class::TcpTransitory, a),
+            "FINs: on the transitory list"
+        );
+        assert!(!on_list(&tb, Class::TcpEstablished, a));
+        let (b, ki, _, vi, _) = open(&mut tb, 1001, 2001);
+        hit(&mut tb, Side::In, &ki, 0, vi, 20.5, &to, 60, RST);
+        let s = tb.get(b).expect("b");
+        assert_eq!((s.tcp_state(), s.class), ("reset", Class::TcpTransitory));
+        assert!(
+            on_list(&tb, Class::TcpTransitory, b),
+            "RST: on the transitory list"
+        );
+        assert!(!on_list(&tb, Class::TcpEstablished, b));
+    }
+
+    /// A new table writes no flow record up front (they are reserved, written as sessions
+    /// are made), and its memory counts the records written.
+    #[test]
+    fn flow_records_are_reserved_not_written() {
+        let to = Timeouts::default();
+        let e = Epochs::new(1);
+        let mut tb = Table::new(1000, 1);
+        assert_eq!(tb.hot.len(), 0);
+        assert!(tb.hot.capacity() >= 2000);
+        let empty = tb.memory_bytes();
+        assert!(empty < 2000 * std::mem::size_of::<Hot>(), "{empty}");
+        tb.create(&e, session(1000, 2000), 1.0, &to).expect("a");
+        assert_eq!(tb.hot.len(), 2);
+        assert_eq!(
+            tb.memory_bytes(),
+            empty + std::mem::size_of::<Option<Session>>() + 2 * std::mem::size_of::<Hot>()
+        );
+    }
+
     /// A hit moves its session to the tail of its class's LRU list (once a second), so
     /// `expire` frees the other, older session first: hit the first of two sessions made in
     /// the same second, and the second one expires first.
@@ -1148,9 +1227,7 @@ mod tests {
     fn hit_moves_the_session_to_its_lru_tail() {
         let to = Timeouts::default();
         let (e, mut tb, a, v) = one_session(4, 5, 10.0, &to);
-        let b = tb
-            .create(&e, session(1001, 2001, 10.0), 10.0, &to)
-            .expect("b");
+        let b = tb.create(&e, session(1001, 2001), 10.0, &to).expect("b");
         let k = K;
         assert!(matches!(
             hit(&mut tb, Side::In, &k, 0, v, 200.0, &to, 60, 0),
@@ -1174,9 +1251,7 @@ mod tests {
         let e = Epochs::new(1);
         let to = Timeouts::default();
         let mut tb = Table::new(3, 7);
-        let a = tb
-            .create(&e, session(1000, 2000, 0.0), 0.0, &to)
-            .expect("a");
+        let a = tb.create(&e, session(1000, 2000), 0.0, &to).expect("a");
         // Misses taken before a create are stale.
         assert_eq!(tb.creations(), 1);
         assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
@@ -1197,21 +1272,18 @@ mod tests {
         assert!(!tb.key_free(Side::Out, &t(99, 53, 20, 2000), 0));
         // The same tuple twice is refused.
         assert_eq!(
-            tb.create(&e, session(1000, 2000, 0.0), 0.0, &to),
+            tb.create(&e, session(1000, 2000), 0.0, &to),
             Err(CreateError::Collision)
         );
-        tb.create(&e, session(1001, 2001, 100.0), 100.0, &to)
-            .expect("b");
-        tb.create(&e, session(1002, 2002, 200.0), 200.0, &to)
-            .expect("c");
+        tb.create(&e, session(1001, 2001), 100.0, &to).expect("b");
+        tb.create(&e, session(1002, 2002), 200.0, &to).expect("c");
         // Full: nothing expired at 250 s (UDP 300 s).
         assert_eq!(
-            tb.create(&e, session(1003, 2003, 250.0), 250.0, &to),
+            tb.create(&e, session(1003, 2003), 250.0, &to),
             Err(CreateError::Full)
         );
         // At 301 s the first expired: it is recycled for the new session.
-        tb.create(&e, session(1003, 2003, 301.0), 301.0, &to)
-            .expect("d");
+        tb.create(&e, session(1003, 2003), 301.0, &to).expect("d");
         assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), None);
         assert_eq!(tb.len(), 3);
         // Touching moves a session to the tail: the 1001 session stays, 1002 expires.
