@@ -210,6 +210,29 @@ impl Hot {
     }
 }
 
+/// Records a packet of `bytes` at `now` in flow record `h` of session `s`, which leaves the
+/// session in class `class` ([`Table::touch`]): the flow's time and counters and, when the
+/// class changes or the flow's stamp is not this second's, the new stamp and class. Returns
+/// the flow's rewrite and deltas and, when the session must move to `class`'s LRU tail, its
+/// old class.
+#[inline(always)]
+fn record(
+    s: &mut Session,
+    h: &mut Hot,
+    now: f64,
+    bytes: usize,
+    class: Class,
+) -> (Tuple, Deltas, Option<Class>) {
+    h.count(now, bytes);
+    let (old, stamp) = (s.class, now as u32);
+    let moved = (old != class || h.stamp != stamp).then(|| {
+        h.stamp = stamp;
+        s.class = class;
+        old
+    });
+    (h.rw(s.i2o.key.proto), h.deltas, moved)
+}
+
 /// A session's activity: both flows' counters and its last packet's time.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Activity {
@@ -691,7 +714,10 @@ impl Table {
         if !live {
             return Hit::Expired;
         }
-        let Some(s) = self.sessions.get_mut(i) else {
+        // Session `i` and flow `v` (`which` is `v`'s low bit) exist: `confirm_live` found
+        // them. Each is looked up once more, here, and recorded in place (not through
+        // `touch`, which would look both up again).
+        let (Some(s), Some(h)) = (self.sessions.get_mut(i), self.hot.get_mut(v as usize)) else {
             return Hit::Miss;
         };
         let class = if t.proto == sluice_wire::ipv4::proto::TCP {
@@ -699,14 +725,15 @@ impl Table {
         } else {
             s.class
         };
-        match self.touch(i, which, now, bytes, class) {
-            Some((rw, deltas)) => Hit::Live {
-                i,
-                which,
-                rw,
-                deltas,
-            },
-            None => Hit::Miss,
+        let (rw, deltas, moved) = record(s, h, now, bytes, class);
+        if let Some(old) = moved {
+            self.relink(i, old, class);
+        }
+        Hit::Live {
+            i,
+            which,
+            rw,
+            deltas,
         }
     }
 
@@ -823,15 +850,11 @@ impl Table {
     ) -> Option<(Tuple, Deltas)> {
         let s = self.sessions.get_mut(i)?;
         let h = self.hot.get_mut(2 * i as usize + (which & 1) as usize)?;
-        h.count(now, bytes);
-        let r = (h.rw(s.i2o.key.proto), h.deltas);
-        let (old, stamp) = (s.class, now as u32);
-        if old != class || h.stamp != stamp {
-            h.stamp = stamp;
-            s.class = class;
+        let (rw, deltas, moved) = record(s, h, now, bytes, class);
+        if let Some(old) = moved {
             self.relink(i, old, class);
         }
-        Some(r)
+        Some((rw, deltas))
     }
 
     /// Moves session `i` from its class `old`'s LRU list to the tail of `class`'s (after
