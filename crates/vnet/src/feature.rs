@@ -117,11 +117,12 @@ impl FeatureNext {
     }
 }
 
-/// An arc start node's next for its packets (`ip4-input` only: `ip6-input` reads
-/// [`FeatureNext::next`] per packet on purpose, as this made its plain path slower, 56.4 ->
-/// 59.5 instr/pkt): whether the arc has features on any interface is read once per frame
+/// A node's feature next for its packets (`ip4-input` as the arc's start, and the NAT44
+/// nodes for the feature after theirs; not `ip6-input`, which reads [`FeatureNext::next`]
+/// per packet on purpose, as this made its plain path slower, 56.4 -> 59.5 instr/pkt):
+/// whether the arc has features on any interface is read once per frame
 /// ([`ArcRun::begin_frame`]; the node keeps it and tests it per packet), and an interface's
-/// first feature once per run of packets of that interface ([`ArcRun::next`]), not per
+/// next feature once per run of packets of that interface ([`ArcRun::next`]), not per
 /// packet (a frame usually comes from one rx interface). The node's default arc is passed
 /// to every call (a constant there) rather than kept: a load per packet.
 #[derive(Clone, Copy, Debug)]

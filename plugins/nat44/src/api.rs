@@ -299,7 +299,8 @@ fn session_dump(
         let g = lock(w);
         let Some(w) = g.as_ref() else { continue };
         let to = w.cfg.timeouts;
-        for (_, s) in w.table.iter() {
+        for (i, s) in w.table.iter() {
+            let act = w.table.activity(i);
             let (k, r) = (s.i2o.key, s.o2i.key);
             out.send(&m::Nat44SessionDetails {
                 thread_index: t as u32,
@@ -319,9 +320,9 @@ fn session_dump(
                 is_static: s.flags & sflags::STATIC != 0,
                 is_identity: s.flags & sflags::IDENTITY != 0,
                 is_hairpin: s.flags & sflags::HAIRPIN != 0,
-                total_pkts: s.pkts,
-                total_bytes: s.bytes,
-                expires_in: (s.last() + s.class.timeout(&to) - now).max(0.0),
+                total_pkts: act.pkts,
+                total_bytes: act.bytes,
+                expires_in: (act.last + s.class.timeout(&to) - now).max(0.0),
             });
         }
     }

@@ -384,17 +384,22 @@ fn cli_show_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                     );
                 }
                 let _ = writeln!(out, "     index {i}");
-                let _ = writeln!(out, "     last heard {:.2}", s.last());
+                let act = w.table.activity(i);
+                let _ = writeln!(out, "     last heard {:.2}", act.last);
                 let _ = writeln!(
                     out,
                     "     timeout in {:.2} ({})",
-                    (s.last() + s.class.timeout(&to) - now).max(0.0),
+                    (act.last + s.class.timeout(&to) - now).max(0.0),
                     class_name(s.class)
                 );
                 if k.proto == 6 {
                     let _ = writeln!(out, "     tcp state {}", s.tcp_state());
                 }
-                let _ = writeln!(out, "     total pkts {}, total bytes {}", s.pkts, s.bytes);
+                let _ = writeln!(
+                    out,
+                    "     total pkts {}, total bytes {}",
+                    act.pkts, act.bytes
+                );
                 let kind = if s.flags & sflags::IDENTITY != 0 {
                     "identity translation"
                 } else if s.flags & sflags::STATIC != 0 {

@@ -27,10 +27,13 @@
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed (in a table of more than
 //! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched); (2) the candidates' digests are
-//! looked up together (`Table::probe_many`, bucket prefetches overlapping; the session
-//! of the hit [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop),
-//! each hit confirmed by its session's full tuple, checked for expiry and translated at
-//! once (no session is freed before pass 3, so every hit of pass 2 is live); (3) in frame
+//! looked up together (`Table::probe_many`, bucket prefetches overlapping; the flow's hot
+//! record — one cache line: key, rewrite, checksum deltas, LRU stamp, counters — of the hit
+//! [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop), each hit
+//! confirmed by its flow's key words and translated at once from the hot record alone
+//! (`Table::hit_hot`); the flow's first packet of a second, a TCP SYN/FIN/RST or a key that
+//! is not the flow's takes the session (`Table::hit_session`: full tuple, expiry, TCP
+//! state, LRU). No session is freed before pass 3, so every hit of pass 2 is live; (3) in frame
 //! order, the packets pass 2 did not translate: a miss taken before a session was created
 //! and an expired session are looked up again; every other packet takes the per-packet
 //! path above with its parse reused, and a candidate's without a second lookup (session
@@ -48,13 +51,13 @@
 
 use crate::config::{role, Snapshot};
 use crate::packet::{self, flags_of, ip4_addrs, parse, Bad, Parsed, Tuple, L4};
-use crate::session::{sflags, tcp_update, CreateError, Flow, Hit, Session, Side, Table};
+use crate::session::{sflags, tcp_update, CreateError, Flow, Hit, Key, Session, Side, Table};
 use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE, SCRATCH_AHEAD};
 use sluice_infra::epoch::Epochs;
-use sluice_vnet::feature::FeatureNext;
+use sluice_vnet::feature::{ArcRun, FeatureNext};
 use sluice_vnet::ip4::{Ip4Shared, LB_FLAG};
 use sluice_wire::ipv4::proto;
 use std::any::Any;
@@ -114,8 +117,8 @@ const PORT_ATTEMPTS: usize = 32;
 /// Expired sessions each frame frees at most (the `nat44-ed-walk` process does the rest).
 const FRAME_EXPIRE: usize = 8;
 
-/// How many candidates ahead the lookup pass prefetches a hit's session (8: at 100k
-/// sessions it measured best of 4, 8, 12 and 16, docs/nat.md).
+/// How many candidates ahead the lookup pass prefetches a hit's flow record (8: at 100k
+/// sessions it measured best of 4, 8, 12 and 16 for the session record, docs/nat.md).
 const SESSION_AHEAD: usize = 8;
 
 /// Live sessions from which pass 1 prefetches each candidate's table bucket. An estimate,
@@ -157,10 +160,10 @@ const HANDED: u16 = u16::MAX;
 /// slot).
 #[derive(Copy, Clone, Default)]
 struct Cand {
-    t: Tuple,
+    /// Its flow key (tuple, side, FIB).
+    k: Key,
     l4: usize,
     kind: L4,
-    fib: u32,
     /// Its position in the frame.
     pos: u16,
     /// The batched lookup found its session expired (the per-packet lookup frees it);
@@ -282,10 +285,11 @@ impl Pc<'_> {
     }
 
     /// Translates a TCP/UDP/echo packet with flow `which` of session `i` and counts it (the
-    /// per-packet path; the lookup pass's hits take [`Table::hit`] instead). Its trace
-    /// record and next arc are the lookup pass's, written out there too: a helper shared by
-    /// both, returning the next arc and the record, cost the lookup pass 8.5 instructions per
-    /// packet as compiled (callgrind, 1k sessions in2out, 480.9 against 472.4).
+    /// per-packet path; the lookup pass's hits take [`Table::hit_hot`] or
+    /// [`Table::hit_session`] instead). Its trace record and next arc are the lookup pass's,
+    /// written out there too: a helper shared by both, returning the next arc and the
+    /// record, cost the lookup pass 8.5 instructions per packet as compiled (callgrind, 1k
+    /// sessions in2out, 480.9 against 472.4).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn apply(
@@ -302,14 +306,15 @@ impl Pc<'_> {
         let Some(s) = self.table.get_mut(i) else {
             return drop_pkt(cx, b, NatCounter::NoTranslation);
         };
-        let (rw, dl) = (s.flow(which).rw, s.deltas(which));
         let class = if t.proto == proto::TCP {
             tcp_update(&mut s.tcp, which == 0, flags_of(kind))
         } else {
             s.class
         };
+        let Some((rw, dl)) = self.table.touch(i, which, self.now, len, class) else {
+            return drop_pkt(cx, b, NatCounter::NoTranslation);
+        };
         packet::translate(b.data_mut(), l4, kind, t, rw, dl);
-        self.table.touch(i, self.now, len, class);
         cx.count(NatCounter::Translated, 1);
         if b.hdr.is_traced() {
             self.trace = Some(NatTrace {
@@ -455,7 +460,6 @@ fn create_in2out(
         fib,
         flags,
         mapping,
-        pc.now,
     );
     pc.create(cx, s, 0)
 }
@@ -546,7 +550,6 @@ fn create_out2in(
         m.fib,
         flags,
         Some(m.id),
-        pc.now,
     );
     pc.create(cx, s, 1)
 }
@@ -781,7 +784,8 @@ impl NodeFn for NatNode {
                 if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
                     // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
                     // panics rather than losing the packet's candidacy silently).
-                    let d = w.table.digest(side, &t, fib);
+                    let k = Key::new(side, &t, fib);
+                    let d = w.table.key_digest(k);
                     // Its bucket, so that pass 2's probe finds it in cache: the rest of
                     // the frame's parse overlaps the miss. Only for a table larger than
                     // the caches; in a small one it is about 13 instructions for nothing.
@@ -790,10 +794,9 @@ impl NodeFn for NatNode {
                     }
                     digests[nc] = d;
                     cands[nc] = Cand {
-                        t,
+                        k,
                         l4,
                         kind,
-                        fib,
                         pos: i as u16,
                         expired: false,
                     };
@@ -823,7 +826,10 @@ impl NodeFn for NatNode {
         let vals = &mut vals[..nc];
         pc.table.probe_many(&digests[..nc], vals);
         let mut translated = 0;
-        // The first `SESSION_AHEAD` hits' sessions before the loop (the loop prefetches
+        // The feature next arc, read again only when the rx interface changes.
+        let mut arc = ArcRun::new(*slot);
+        arc.begin_frame(features, NatNext::Lookup.next());
+        // The first `SESSION_AHEAD` hits' flow records before the loop (the loop prefetches
         // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
         // priming them; kept as it is at most 8 prefetches a frame, and without it the
         // node measured 12 instructions a packet more at 1k (codegen, docs/nat.md).
@@ -831,7 +837,7 @@ impl NodeFn for NatNode {
             pc.table.prefetch(v);
         }
         for (k, c) in cands.iter_mut().enumerate() {
-            // The session of the hit `SESSION_AHEAD` on, so that its miss (a table larger
+            // The flow record of the hit `SESSION_AHEAD` on, so that its miss (a table larger
             // than the caches) overlaps this one's work.
             if let Some(&Some(a)) = vals.get(k + SESSION_AHEAD) {
                 pc.table.prefetch(a);
@@ -842,39 +848,41 @@ impl NodeFn for NatNode {
             // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
             let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
             let len = b.len();
-            let hit = pc
-                .table
-                .hit(side, &c.t, c.fib, v, now, &timeouts, len, flags_of(c.kind));
-            match hit {
-                Hit::Live {
-                    i: si,
-                    which,
-                    rw,
-                    deltas,
-                } => {
-                    b.hdr.handoff_thread = 0;
-                    packet::translate(b.data_mut(), c.l4, c.kind, c.t, rw, deltas);
-                    if b.hdr.is_traced() {
-                        cx.trace(
-                            &b,
-                            NatTrace {
-                                out: which == 1,
-                                session: Some(si),
-                                from: c.t,
-                                to: rw,
-                                handoff: None,
-                            },
-                        );
+            // The flow's hot record (one line) answers an established flow's packet; the
+            // session is read only for its first packet of a second, a TCP SYN/FIN/RST or
+            // a key that is not the flow's.
+            let flags = flags_of(c.kind);
+            let (rw, deltas) = match pc.table.hit_hot(c.k, v, now, len, flags) {
+                Some(r) => r,
+                None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
+                    Hit::Live { rw, deltas, .. } => (rw, deltas),
+                    Hit::Expired => {
+                        c.expired = true;
+                        continue;
                     }
-                    let nx = features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next());
-                    debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
-                    nexts[pos] = nx.0;
-                    cand_of[pos] = DONE;
-                    translated += 1;
-                }
-                Hit::Expired => c.expired = true,
-                Hit::Miss => {}
+                    Hit::Miss => continue,
+                },
+            };
+            b.hdr.handoff_thread = 0;
+            let k = c.k;
+            packet::translate_lazy(b.data_mut(), c.l4, c.kind, || k.tuple(), rw, deltas);
+            if b.hdr.is_traced() {
+                cx.trace(
+                    &b,
+                    NatTrace {
+                        out: v & 1 == 1,
+                        session: Some((v >> 1) as u32),
+                        from: k.tuple(),
+                        to: rw,
+                        handoff: None,
+                    },
+                );
             }
+            let nx = arc.next(features, b.hdr.rx_if, NatNext::Lookup.next());
+            debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
+            nexts[pos] = nx.0;
+            cand_of[pos] = DONE;
+            translated += 1;
         }
         cx.count(NatCounter::Translated, translated);
         let creations = pc.table.creations();
@@ -897,18 +905,18 @@ impl NodeFn for NatNode {
                 let h = if !c.expired && pc.table.creations() == creations {
                     None
                 } else {
-                    pc.lookup(side, &c.t, c.fib)
+                    pc.lookup(side, &c.k.tuple(), c.k.fib())
                 };
                 (c, h)
             });
             let v = match found {
                 Some((c, Some((si, which)))) => {
                     b.hdr.handoff_thread = 0;
-                    pc.apply(cx, &mut b, si, which, c.l4, c.kind, c.t)
+                    pc.apply(cx, &mut b, si, which, c.l4, c.kind, c.k.tuple())
                 }
                 _ => {
                     let pre = cand.map(|c| Parsed::Flow {
-                        t: c.t,
+                        t: c.k.tuple(),
                         l4: c.l4,
                         kind: c.kind,
                     });

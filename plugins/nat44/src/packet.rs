@@ -225,7 +225,7 @@ pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
     }
     let p = h[9];
     // Both addresses as one big-endian word, the ports (below) too: the flow digest's words
-    // are these words (`session::key_words`), which the compiler then takes as they are.
+    // are these words (`session::Key`), which the compiler then takes as they are.
     let addrs = u64::from_be_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]);
     let (src, dst) = ((addrs >> 32) as u32, addrs as u32);
     let l4 = ihl;
@@ -388,6 +388,13 @@ pub struct Deltas {
 }
 
 impl Deltas {
+    /// No change.
+    pub const ZERO: Deltas = Deltas {
+        ip: 0,
+        l4: 0,
+        addrs: false,
+    };
+
     /// The deltas of rewriting `old` to `new`.
     pub fn new(old: Tuple, new: Tuple) -> Deltas {
         let ip = delta32(old.src, new.src) + delta32(old.dst, new.dst);
@@ -417,11 +424,25 @@ fn fold(a: u64) -> u16 {
 /// (`translate_echo`), inlined or not as the compiler chooses.
 #[inline(always)]
 pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple, dl: Deltas) {
-    debug_assert_eq!(dl, Deltas::new(old, new));
+    translate_lazy(d, l4, kind, || old, new, dl)
+}
+
+/// [`translate`] with the old tuple made only when it is needed (ICMP echo; TCP and UDP
+/// add the deltas alone).
+#[inline(always)]
+pub fn translate_lazy(
+    d: &mut [u8],
+    l4: usize,
+    kind: L4,
+    old: impl Fn() -> Tuple,
+    new: Tuple,
+    dl: Deltas,
+) {
+    debug_assert_eq!(dl, Deltas::new(old(), new));
     match kind {
         L4::Tcp(_) => translate_l4::<16>(d, l4, false, new, dl),
         L4::Udp => translate_l4::<6>(d, l4, true, new, dl),
-        L4::EchoRequest | L4::EchoReply => translate_echo(d, l4, kind, old, new),
+        L4::EchoRequest | L4::EchoReply => translate_echo(d, l4, kind, old(), new),
     }
 }
 
@@ -654,6 +675,113 @@ mod tests {
 
     fn a(x: [u8; 4]) -> u32 {
         u32::from_be_bytes(x)
+    }
+
+    /// A packet of `kind` (0 UDP, 1 UDP without checksum, 2 TCP ACK, 3 echo request, 4
+    /// echo reply) with tuple `t` (echo: the identifier is `t`'s source or destination
+    /// port), its checksums computed from scratch.
+    fn from_scratch(kind: u8, t: Tuple) -> Vec<u8> {
+        let (s, d) = (t.src.to_be_bytes(), t.dst.to_be_bytes());
+        match kind {
+            0 | 1 => {
+                let mut v = udp(s, d, t.sport, t.dport);
+                let c = u16::from_be_bytes([v[26], v[27]]);
+                // RFC 768: a computed zero is sent as 0xffff; kind 1 sends none.
+                let c = if kind == 1 {
+                    0
+                } else if c == 0 {
+                    0xffff
+                } else {
+                    c
+                };
+                v[26..28].copy_from_slice(&c.to_be_bytes());
+                v
+            }
+            2 => tcp(s, d, t.sport, t.dport, tcp_flags::ACK),
+            3 => echo(s, d, ICMP_ECHO_REQUEST, t.sport),
+            _ => echo(s, d, ICMP_ECHO_REPLY, t.dport),
+        }
+    }
+
+    proptest::proptest! {
+        /// A session's hot path (its flow's rewrite and deltas, summed when the session was
+        /// made, read from the flow's hot record by `Table::hit_hot`) gives, byte for byte,
+        /// the packet built from scratch with the translated tuple, and so does the session
+        /// path (`Table::hit_session`): both directions, TCP, UDP (with and without
+        /// checksum) and ICMP echo, random tuples, an address rewrite or a ports-only one
+        /// (the pool address the source's), FIB 0 or another. A flow's first packet of a
+        /// second must be declined by `hit_hot` and the next one in that second taken by it.
+        #[test]
+        fn hot_path_translation_is_the_packet_built_from_scratch(
+            kind in 0u8..5,
+            (src, dst, sp, dp) in (proptest::prelude::any::<u32>(), proptest::prelude::any::<u32>(),
+                                   proptest::prelude::any::<u16>(), proptest::prelude::any::<u16>()),
+            (pool, port, same_addr) in (proptest::prelude::any::<u32>(),
+                                        proptest::prelude::any::<u16>(),
+                                        proptest::prelude::any::<bool>()),
+            fib in proptest::prop_oneof![proptest::strategy::Just(0u32), 1u32..1024],
+            second in 1u32..5,
+        ) {
+            use crate::config::Timeouts;
+            use crate::session::{Flow, Hit, Key, Session, Side, Table};
+            let proto = match kind { 0 | 1 => 17, 2 => 6, _ => 1 };
+            // The inside packet's tuple (echo: the identifier in the port of its direction).
+            let (sp, dp) = match kind { 3 => (sp, 0), 4 => (0, dp), _ => (sp, dp) };
+            let t = Tuple { src, dst, sport: sp, dport: dp, proto };
+            let new = Tuple {
+                src: if same_addr { src } else { pool },
+                sport: if kind == 4 { 0 } else { port },
+                dport: if kind == 4 { port } else { t.dport },
+                ..t
+            };
+            let rev = |x: Tuple| Tuple { src: x.dst, dst: x.src, sport: x.dport, dport: x.sport, proto };
+            let s = Session::new(
+                Flow { key: t, rw: new, side: Side::In },
+                Flow { key: rev(new), rw: rev(t), side: Side::Out },
+                fib, 0, None,
+            );
+            let (e, to) = (sluice_infra::epoch::Epochs::new(1), Timeouts::default());
+            let mut tb = Table::new(4, 7);
+            let i = tb.create(&e, s, 0.5, &to).expect("created");
+            // The outside packet of an echo request is a reply, and the reverse.
+            let back = match kind { 3 => 4, 4 => 3, k => k };
+            // The outside flow's key is looked up in FIB 0.
+            for (side, kind, old, want, which, kfib) in
+                [(Side::In, kind, t, new, 0u8, fib), (Side::Out, back, rev(new), rev(t), 1, 0)]
+            {
+                let mut d = from_scratch(kind, old);
+                let Ok(Parsed::Flow { t: pt, l4, kind: k }) = parse(&d) else { panic!("parses") };
+                proptest::prop_assert_eq!(pt, old);
+                let key = Key::new(side, &old, kfib);
+                // Twice in a second: the first packet takes the session (a new second for the
+                // flow), the second the hot record alone.
+                for n in 0..2 {
+                    let now = second as f64 + 0.25 * n as f64;
+                    let (found, _, _) = tb.lookup_live(side, &old, kfib, now, &to).expect("found");
+                    let v = (found as u64) << 1 | which as u64;
+                    let hot = tb.hit_hot(key, v, now, d.len(), flags_of(k));
+                    let (rw, deltas) = if n == 0 {
+                        proptest::prop_assert!(hot.is_none(), "a new second takes the session");
+                        let Hit::Live { i: hi, rw, deltas, .. } =
+                            tb.hit_session(key, v, now, &to, d.len(), flags_of(k))
+                        else { panic!("live") };
+                        proptest::prop_assert_eq!(hi, i);
+                        (rw, deltas)
+                    } else {
+                        hot.expect("the same second's next packet takes the hot record")
+                    };
+                    proptest::prop_assert_eq!(rw, want);
+                    let mut p = d.clone();
+                    translate(&mut p, l4, k, old, rw, deltas);
+                    proptest::prop_assert_eq!(&p, &from_scratch(kind, want));
+                    if n == 1 {
+                        d = p;
+                    }
+                }
+                proptest::prop_assert_eq!(&d, &from_scratch(kind, want));
+            }
+            proptest::prop_assert_eq!(tb.activity(i).pkts, 4);
+        }
     }
 
     #[test]

@@ -103,22 +103,18 @@ pub mod sflags {
     pub const IDENTITY: u8 = 4;
 }
 
-/// A session, hot fields first: its first 64 bytes hold everything a translation of an
-/// inside packet reads and most of what it writes (its flow's match tuple and rewrite, the
-/// checksum deltas, FIB, TCP state, class, last packet time); the outside flow and the
-/// counters follow, the cold fields last. `repr(C)` keeps that order. Every packet also
-/// updates the counters (bytes 100–120) and reads `lru_stamp`, so with the 144-byte stride a
-/// translation touches two or three cache lines, depending on the slot. (Aligning each
-/// session to 64 bytes costs 48 bytes per session, 144 → 192, and measured no faster.)
+/// A session: its two flows, FIB, class, TCP state and LRU links. What a packet of an
+/// established flow reads and writes is not here but in the flow's [`Hot`] record (the
+/// table's, beside its key): its match key, rewrite, checksum deltas, LRU stamp, last packet
+/// time and counters. A hit touches the session only once a second per flow (its LRU
+/// position), on a TCP SYN, FIN or RST (its state), or when the hot key does not match.
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub struct Session {
-    /// Last packet (seconds, the runtime clock). Written only by [`Session::new`] and
-    /// [`Session::record`] (for [`Table::touch`] and [`Table::hit`]), which keep
-    /// `lru_stamp` its whole second (see [`Table::confirm_live`]).
-    last: f64,
-    /// The checksum deltas of each flow's rewrite.
-    deltas: [Deltas; 2],
+    /// The inside flow.
+    pub i2o: Flow,
+    /// The outside flow.
+    pub o2i: Flow,
     /// FIB index of the inside side.
     pub fib: u32,
     /// Timeout class.
@@ -127,30 +123,130 @@ pub struct Session {
     pub tcp: u8,
     /// [`sflags`].
     pub flags: u8,
-    /// The inside flow (bytes 28–63).
-    pub i2o: Flow,
-    /// The outside flow.
-    pub o2i: Flow,
-    /// When it was last moved to its LRU list's tail (whole seconds).
-    lru_stamp: u32,
-    /// Packets in both directions.
-    pub pkts: u64,
-    /// Bytes in both directions.
-    pub bytes: u64,
     prev: Option<u32>,
     next: Option<u32>,
     /// The static mapping it was made from.
     pub mapping: Option<u32>,
 }
 
-// The layout the documentation above promises: the inside flow ends the first 64 bytes, and
-// a free pool slot (`None`, the class's niche) costs no more than a session.
-const _: () = assert!(std::mem::offset_of!(Session, i2o) + std::mem::size_of::<Flow>() == 64);
-const _: () = assert!(std::mem::size_of::<Option<Session>>() == 144);
+// A free pool slot (`None`, the class's niche) costs no more than a session.
+const _: () = assert!(std::mem::size_of::<Option<Session>>() == 104);
+
+/// What a packet of one flow reads and writes, in one cache line (the table keeps one per
+/// flow, indexed by the flow's table value, [`Table::hit_hot`]): the flow key's two words
+/// ([`Key`]: tuple, side, FIB), the rewrite (its protocol is the key's), the checksum
+/// deltas, the whole second its session last moved in its LRU list for this flow, the last
+/// packet's time and the flow's counters. A free flow's key is [`Hot::FREE`], which no
+/// packet's key is (protocol 255 is never looked up).
+#[derive(Copy, Clone, Debug)]
+#[repr(C, align(64))]
+struct Hot {
+    kw: [u64; 2],
+    rw_src: u32,
+    rw_dst: u32,
+    rw_sport: u16,
+    rw_dport: u16,
+    deltas: Deltas,
+    /// The flow's LRU stamp: its session was moved to its class's LRU tail in this whole
+    /// second for a packet of this flow, and `last` is in this second too.
+    stamp: u32,
+    last: f64,
+    pkts: u64,
+    bytes: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Hot>() == 64);
+// The key words keep 23 bits of the FIB index: every FIB index fits them.
+const _: () = assert!(sluice_vnet::routes::MAX_FIBS <= 1 << 23);
+
+impl Hot {
+    const FREE: Hot = Hot {
+        kw: [u64::MAX; 2],
+        rw_src: 0,
+        rw_dst: 0,
+        rw_sport: 0,
+        rw_dport: 0,
+        deltas: Deltas::ZERO,
+        stamp: 0,
+        last: 0.0,
+        pkts: 0,
+        bytes: 0,
+    };
+
+    /// Flow `f` of a session of FIB `fib` created at `now`.
+    fn new(f: &Flow, fib: u32, now: f64) -> Hot {
+        Hot {
+            kw: Key::new(f.side, &f.key, fib).0,
+            rw_src: f.rw.src,
+            rw_dst: f.rw.dst,
+            rw_sport: f.rw.sport,
+            rw_dport: f.rw.dport,
+            deltas: Deltas::new(f.key, f.rw),
+            stamp: now as u32,
+            last: now,
+            pkts: 0,
+            bytes: 0,
+        }
+    }
+
+    /// The rewrite of a packet of protocol `proto`.
+    #[inline(always)]
+    fn rw(&self, proto: u8) -> Tuple {
+        Tuple {
+            src: self.rw_src,
+            dst: self.rw_dst,
+            sport: self.rw_sport,
+            dport: self.rw_dport,
+            proto,
+        }
+    }
+
+    /// Counts a packet of `bytes` at `now`.
+    #[inline(always)]
+    fn count(&mut self, now: f64, bytes: usize) {
+        self.last = now;
+        self.pkts += 1;
+        self.bytes += bytes as u64;
+    }
+}
+
+/// Records a packet of `bytes` at `now` in flow record `h` of session `s`, which leaves the
+/// session in class `class` ([`Table::touch`]): the flow's time and counters and, when the
+/// class changes or the flow's stamp is not this second's, the new stamp and class. Returns
+/// the flow's rewrite and deltas and, when the session must move to `class`'s LRU tail, its
+/// old class.
+#[inline(always)]
+fn record(
+    s: &mut Session,
+    h: &mut Hot,
+    now: f64,
+    bytes: usize,
+    class: Class,
+) -> (Tuple, Deltas, Option<Class>) {
+    h.count(now, bytes);
+    let (old, stamp) = (s.class, now as u32);
+    let moved = (old != class || h.stamp != stamp).then(|| {
+        h.stamp = stamp;
+        s.class = class;
+        old
+    });
+    (h.rw(s.i2o.key.proto), h.deltas, moved)
+}
+
+/// A session's activity: both flows' counters and its last packet's time.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Activity {
+    /// Last packet (seconds, the runtime clock; its creation if none).
+    pub last: f64,
+    /// Packets in both directions.
+    pub pkts: u64,
+    /// Bytes in both directions.
+    pub bytes: u64,
+}
 
 impl Session {
     /// A new session (not in a table yet).
-    pub fn new(i2o: Flow, o2i: Flow, fib: u32, flags: u8, mapping: Option<u32>, now: f64) -> Self {
+    pub fn new(i2o: Flow, o2i: Flow, fib: u32, flags: u8, mapping: Option<u32>) -> Self {
         let class = match i2o.key.proto {
             6 => Class::TcpTransitory,
             1 => Class::Icmp,
@@ -164,13 +260,18 @@ impl Session {
             tcp: 0,
             class,
             mapping,
-            last: now,
-            lru_stamp: now as u32,
             prev: None,
             next: None,
-            pkts: 0,
-            bytes: 0,
-            deltas: [Deltas::new(i2o.key, i2o.rw), Deltas::new(o2i.key, o2i.rw)],
+        }
+    }
+
+    /// The FIB of flow `which`'s key: the session's for an inside-side flow, 0 otherwise.
+    #[inline(always)]
+    fn flow_fib(&self, which: u8) -> u32 {
+        if which == 0 || self.o2i.side == Side::In {
+            self.fib
+        } else {
+            0
         }
     }
 
@@ -184,54 +285,13 @@ impl Session {
         }
     }
 
-    /// The checksum deltas of flow `which`'s rewrite.
-    #[inline(always)]
-    pub fn deltas(&self, which: u8) -> Deltas {
-        self.deltas[(which & 1) as usize]
-    }
-
-    /// Its last packet's time (seconds, the runtime clock).
-    #[inline(always)]
-    pub fn last(&self) -> f64 {
-        self.last
-    }
-
-    /// Whether it expired at `now`.
-    #[inline(always)]
-    pub fn expired(&self, now: f64, t: &Timeouts) -> bool {
-        now - self.last > self.class.timeout(t)
-    }
-
     /// Flow `which` (0: inside, 1: outside) if it has the full match tuple (`side`, `t`,
     /// `fib`): its key, its side, and the session's FIB for an inside-side flow (0 for an
     /// outside one).
     #[inline(always)]
     fn flow_matches(&self, which: u8, side: Side, t: &Tuple, fib: u32) -> Option<&Flow> {
         let f = self.flow(which);
-        let ffib = if which == 0 || f.side == Side::In {
-            self.fib
-        } else {
-            0
-        };
-        (f.key == *t && f.side == side && ffib == fib).then_some(f)
-    }
-
-    /// Records a packet of `bytes` at `now` and the timeout class it leaves the session in:
-    /// the time, the counters and, when the class changes or the LRU stamp is not this
-    /// second's, the new stamp and class. Then it returns the old class: the caller
-    /// ([`Table::touch`], [`Table::hit`]) moves the session to the tail of `class`'s LRU
-    /// list ([`Table::relink`]); so the LRU position moves at most once a second.
-    #[inline(always)]
-    fn record(&mut self, now: f64, bytes: usize, class: Class) -> Option<Class> {
-        self.last = now;
-        self.pkts += 1;
-        self.bytes += bytes as u64;
-        let (old, stamp) = (self.class, now as u32);
-        (old != class || self.lru_stamp != stamp).then(|| {
-            self.lru_stamp = stamp;
-            self.class = class;
-            old
-        })
+        (f.key == *t && f.side == side && self.flow_fib(which) == fib).then_some(f)
     }
 
     /// The TCP state's name (`show nat44 sessions detail`).
@@ -291,7 +351,7 @@ pub fn tcp_update(state: &mut u8, inside: bool, flags: u8) -> Class {
     }
 }
 
-/// What [`Table::hit`] found.
+/// What [`Table::hit_session`] found.
 #[derive(Copy, Clone, Debug)]
 pub enum Hit {
     /// No session has the flow.
@@ -335,6 +395,9 @@ pub struct Stats {
 /// A thread's sessions.
 pub struct Table {
     sessions: Pool<Session>,
+    /// Per flow, at the flow's table value (session index × 2 + flow): what its packets
+    /// read and write ([`Hot`]).
+    hot: Vec<Hot>,
     keys: Bihash,
     hasher: FoldedKeyHash,
     heads: [Option<u32>; N_CLASSES],
@@ -347,15 +410,53 @@ pub struct Table {
     creations: u64,
 }
 
-#[inline(always)]
-fn key_words(side: Side, t: &Tuple, fib: u32) -> (u64, u64) {
-    let a = (t.src as u64) << 32 | t.dst as u64;
-    let b = (t.sport as u64) << 48
-        | (t.dport as u64) << 32
-        | (t.proto as u64) << 24
-        | ((side == Side::Out) as u64) << 23
-        | (fib as u64 & 0x7f_ffff);
-    (a, b)
+/// A flow key (side, tuple, FIB) as the two words the table digests and a hit compares:
+/// the addresses; the ports, protocol, side (bit 23) and FIB index (23 bits: every FIB
+/// index fits them, `routes::MAX_FIBS`). The packet parse builds it once per candidate.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Key(pub [u64; 2]);
+
+impl Key {
+    /// The key of (`side`, `t`, `fib`).
+    #[inline(always)]
+    pub fn new(side: Side, t: &Tuple, fib: u32) -> Key {
+        let a = (t.src as u64) << 32 | t.dst as u64;
+        let b = (t.sport as u64) << 48
+            | (t.dport as u64) << 32
+            | (t.proto as u64) << 24
+            | ((side == Side::Out) as u64) << 23
+            | (fib as u64 & 0x7f_ffff);
+        Key([a, b])
+    }
+
+    /// Its tuple.
+    #[inline(always)]
+    pub fn tuple(self) -> Tuple {
+        let [a, b] = self.0;
+        Tuple {
+            src: (a >> 32) as u32,
+            dst: a as u32,
+            sport: (b >> 48) as u16,
+            dport: (b >> 32) as u16,
+            proto: (b >> 24) as u8,
+        }
+    }
+
+    /// Its FIB index.
+    #[inline(always)]
+    pub fn fib(self) -> u32 {
+        (self.0[1] & 0x7f_ffff) as u32
+    }
+
+    /// Its side.
+    #[inline(always)]
+    pub fn side(self) -> Side {
+        if self.0[1] >> 23 & 1 != 0 {
+            Side::Out
+        } else {
+            Side::In
+        }
+    }
 }
 
 impl Table {
@@ -363,6 +464,10 @@ impl Table {
     pub fn new(max: usize, seed: u64) -> Table {
         Table {
             sessions: Pool::with_capacity(max),
+            // Reserved, not written: `create` grows it to the highest session's flows (a
+            // `vec![Hot::FREE; ..]` would write 128 bytes per session up front, FREE not
+            // being zeros). A prefetch past its length is harmless (`Table::prefetch`).
+            hot: Vec::with_capacity(2 * max),
             keys: Bihash::with_limit_prehashed(2 * max, 2 * max),
             hasher: FoldedKeyHash::new(),
             heads: [None; N_CLASSES],
@@ -389,9 +494,12 @@ impl Table {
         self.max
     }
 
-    /// Bytes used: the key table's array and the session pool's slots.
+    /// Bytes used: the key table's array, the session pool's slots and the flow records
+    /// written so far (up to the highest session index's; the rest is only reserved).
     pub fn memory_bytes(&self) -> usize {
-        self.keys.memory_bytes() + self.sessions.slots() * std::mem::size_of::<Option<Session>>()
+        self.keys.memory_bytes()
+            + self.sessions.slots() * std::mem::size_of::<Option<Session>>()
+            + self.hot.len() * std::mem::size_of::<Hot>()
     }
 
     /// Every session.
@@ -414,8 +522,13 @@ impl Table {
     /// The table key of a flow key (its keyed digest), for [`Table::probe_many`].
     #[inline(always)]
     pub fn digest(&self, side: Side, t: &Tuple, fib: u32) -> u64 {
-        let (a, b) = key_words(side, t, fib);
-        self.hasher.hash(a, b)
+        self.key_digest(Key::new(side, t, fib))
+    }
+
+    /// The table key of a flow key (its keyed digest), for [`Table::probe_many`].
+    #[inline(always)]
+    pub fn key_digest(&self, k: Key) -> u64 {
+        self.hasher.hash(k.0[0], k.0[1])
     }
 
     /// The table's values for many digests at once (`out[i]` for `digests[i]`): the home
@@ -433,11 +546,57 @@ impl Table {
         self.keys.table().prefetch(digest);
     }
 
-    /// Hints the CPU to fetch the session of table value `v` (a [`Table::probe_many`]
-    /// result) ahead of its [`Table::hit`].
+    /// Hints the CPU to fetch the hot record of table value `v` (a [`Table::probe_many`]
+    /// result) ahead of its [`Table::hit_hot`]: the one line an established flow's packet
+    /// reads (no bound check: a prefetch never faults).
     #[inline(always)]
     pub fn prefetch(&self, v: u64) {
-        self.sessions.prefetch((v >> 1) as u32);
+        sluice_infra::prefetch(self.hot.as_ptr().wrapping_add(v as usize) as *const u8);
+    }
+
+    /// Session `i`'s activity (both flows' counters, its last packet's time).
+    pub fn activity(&self, i: u32) -> Activity {
+        let h = |w: usize| {
+            self.hot
+                .get(2 * i as usize + w)
+                .copied()
+                .unwrap_or(Hot::FREE)
+        };
+        let (a, b) = (h(0), h(1));
+        Activity {
+            last: a.last.max(b.last),
+            pkts: a.pkts + b.pkts,
+            bytes: a.bytes + b.bytes,
+        }
+    }
+
+    /// Whether session `i` (`s`) expired at `now`: its last packet in either direction
+    /// is more than its class's timeout ago.
+    #[inline(always)]
+    fn expired(&self, i: u32, s: &Session, now: f64, t: &Timeouts) -> bool {
+        now - self.activity(i).last > s.class.timeout(t)
+    }
+
+    /// [`Table::expired`] for the session of flow `v`, reading the other flow's hot record
+    /// only when `v`'s own last packet is older than the timeout.
+    #[inline(always)]
+    fn flow_expired(&self, v: u64, s: &Session, now: f64, t: &Timeouts) -> bool {
+        let to = s.class.timeout(t);
+        let last = |v: u64| {
+            self.hot
+                .get(v as usize)
+                .map_or(f64::NEG_INFINITY, |h| h.last)
+        };
+        now - last(v) > to && now - last(v ^ 1) > to
+    }
+
+    /// Whether flow `v`'s LRU stamp is the whole second of `now`: it had a packet less than
+    /// a second ago, so its session is live (every timeout is at least a second).
+    #[inline(always)]
+    fn stamped(&self, v: u64, now: f64) -> bool {
+        self.hot
+            .get(v as usize)
+            .is_some_and(|h| h.stamp == now as u32)
     }
 
     /// The session and flow of table value `v` if that flow's full match tuple is (`side`,
@@ -450,14 +609,14 @@ impl Table {
     }
 
     /// The session and flow (0: inside, 1: outside) of table value `v` if that flow's full
-    /// match tuple is (`side`, `t`, `fib`) (a digest hit is never trusted alone), and the
-    /// expiry check in the same access of the session: `Some((i,
-    /// which, live))`. A session whose LRU stamp is this second's had a packet less than a
-    /// second ago and is live without the timeout compare. That shortcut rests on two
-    /// invariants: the stamp is the whole second of `last` (only [`Session::new`] and
-    /// [`Session::record`], for [`Table::touch`] and [`Table::hit`], write either), and every timeout is at least a second ([`Timeouts`],
+    /// match tuple is (`side`, `t`, `fib`) (a digest hit is never trusted alone), and
+    /// whether it is live at `now`: `Some((i, which, live))`. A flow whose LRU stamp is this
+    /// second's had a packet less than a second ago: its session is live without the
+    /// timeout compare. That shortcut rests on two invariants: a flow's stamp is the whole
+    /// second of a packet at or before its `last` (only [`Hot::new`], [`Table::touch`] and
+    /// [`Table::hit_hot`] write either), and every timeout is at least a second ([`Timeouts`],
     /// checked by `ops::set_timeouts`); a debug build asserts that it agrees with the
-    /// compare. It saves about 17 instructions per packet (1k sessions in2out, callgrind).
+    /// compare.
     #[inline(always)]
     pub fn confirm_live(
         &self,
@@ -469,59 +628,105 @@ impl Table {
         timeouts: &Timeouts,
     ) -> Option<(u32, u8, bool)> {
         self.matched(side, t, fib, v).map(|(i, which, s)| {
+            let stamped = self.stamped(v, now);
             debug_assert!(
-                s.lru_stamp != now as u32 || !s.expired(now, timeouts),
+                !stamped || !self.expired(i, s, now, timeouts),
                 "a session stamped this second has expired: a timeout under 1 s?"
             );
-            (
-                i,
-                which,
-                s.lru_stamp == now as u32 || !s.expired(now, timeouts),
-            )
+            debug_assert_eq!(
+                self.flow_expired(v, s, now, timeouts),
+                self.expired(i, s, now, timeouts)
+            );
+            (i, which, stamped || !self.flow_expired(v, s, now, timeouts))
         })
     }
 
-    /// The batched path's hit in one access of the session: table value `v` checked as
-    /// [`Table::confirm_live`] checks it and, when it is a live session's flow (`side`,
-    /// `t`, `fib`), the packet recorded as [`Table::touch`] records it (`bytes`; TCP: its
-    /// `tcp_flags` applied to the state first) and the flow's rewrite and checksum deltas
-    /// returned.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
+    /// The tests' hit: [`Table::hit_hot`], else [`Table::hit_session`], as pass 2 of the
+    /// node takes them (which calls them apart, so that the common case is its own call
+    /// site and no [`Hit`] goes through memory).
+    #[cfg(test)]
     pub fn hit(
         &mut self,
-        side: Side,
-        t: &Tuple,
-        fib: u32,
+        k: Key,
         v: u64,
         now: f64,
         timeouts: &Timeouts,
         bytes: usize,
         tcp_flags: u8,
     ) -> Hit {
-        let (i, which) = ((v >> 1) as u32, (v & 1) as u8);
-        let Some(s) = self.sessions.get_mut(i) else {
+        match self.hit_hot(k, v, now, bytes, tcp_flags) {
+            Some((rw, deltas)) => Hit::Live {
+                i: (v >> 1) as u32,
+                which: (v & 1) as u8,
+                rw,
+                deltas,
+            },
+            None => self.hit_session(k, v, now, timeouts, bytes, tcp_flags),
+        }
+    }
+
+    /// The batched path's common hit, the flow's [`Hot`] record alone (one cache line):
+    /// when its key words equal the packet's `k` (the full match: tuple, side and FIB), its
+    /// stamp is this second's (live, and its LRU position moved this second already) and
+    /// the packet is no TCP SYN, FIN or RST (which alone change the TCP state and class),
+    /// the packet is recorded (`bytes`, `now`) and the flow's rewrite and checksum deltas
+    /// returned. `None`: anything else, which takes [`Table::hit_session`].
+    #[inline(always)]
+    pub fn hit_hot(
+        &mut self,
+        k: Key,
+        v: u64,
+        now: f64,
+        bytes: usize,
+        tcp_flags: u8,
+    ) -> Option<(Tuple, Deltas)> {
+        let h = self.hot.get_mut(v as usize)?;
+        let [a, b] = k.0;
+        let ctl = tcp_flags & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST);
+        let same = (h.kw[0] ^ a) | (h.kw[1] ^ b) | (h.stamp ^ now as u32) as u64;
+        if same | ctl as u64 != 0 {
+            return None;
+        }
+        h.count(now, bytes);
+        Some((h.rw((b >> 24) as u8), h.deltas))
+    }
+
+    /// The batched path's hit through the session (when [`Table::hit_hot`] declined):
+    /// table value `v` checked as [`Table::confirm_live`] checks it (the full tuple
+    /// compare, the expiry) and, when it is a live session's flow `k`, the packet recorded
+    /// as [`Table::touch`] records it (`bytes`; TCP: its `tcp_flags` applied to the state
+    /// first; the LRU move) and the flow's rewrite and checksum deltas returned.
+    #[inline(never)]
+    pub fn hit_session(
+        &mut self,
+        k: Key,
+        v: u64,
+        now: f64,
+        timeouts: &Timeouts,
+        bytes: usize,
+        tcp_flags: u8,
+    ) -> Hit {
+        let (side, t, fib) = (k.side(), k.tuple(), k.fib());
+        let t = &t;
+        let Some((i, which, live)) = self.confirm_live(side, t, fib, v, now, timeouts) else {
             return Hit::Miss;
         };
-        let Some(f) = s.flow_matches(which, side, t, fib) else {
-            return Hit::Miss;
-        };
-        let rw = f.rw;
-        let stamp = now as u32;
-        debug_assert!(
-            s.lru_stamp != stamp || !s.expired(now, timeouts),
-            "a session stamped this second has expired: a timeout under 1 s?"
-        );
-        if s.lru_stamp != stamp && s.expired(now, timeouts) {
+        if !live {
             return Hit::Expired;
         }
-        let deltas = s.deltas(which);
+        // Session `i` and flow `v` (`which` is `v`'s low bit) exist: `confirm_live` found
+        // them. Each is looked up once more, here, and recorded in place (not through
+        // `touch`, which would look both up again).
+        let (Some(s), Some(h)) = (self.sessions.get_mut(i), self.hot.get_mut(v as usize)) else {
+            return Hit::Miss;
+        };
         let class = if t.proto == sluice_wire::ipv4::proto::TCP {
             tcp_update(&mut s.tcp, which == 0, tcp_flags)
         } else {
             s.class
         };
-        if let Some(old) = s.record(now, bytes, class) {
+        let (rw, deltas, moved) = record(s, h, now, bytes, class);
+        if let Some(old) = moved {
             self.relink(i, old, class);
         }
         Hit::Live {
@@ -559,10 +764,9 @@ impl Table {
     /// freed rather than stored: 16 bytes less per session for about 20 instructions).
     #[inline]
     fn digests(&self, s: &Session) -> [u64; 2] {
-        let fib_o = if s.o2i.side == Side::In { s.fib } else { 0 };
         [
-            self.digest(s.i2o.side, &s.i2o.key, s.fib),
-            self.digest(s.o2i.side, &s.o2i.key, fib_o),
+            self.digest(s.i2o.side, &s.i2o.key, s.flow_fib(0)),
+            self.digest(s.o2i.side, &s.o2i.key, s.flow_fib(1)),
         ]
     }
 
@@ -589,7 +793,16 @@ impl Table {
             return Err(CreateError::Collision);
         }
         let class = s.class;
+        let hot = [
+            Hot::new(&s.i2o, s.flow_fib(0), now),
+            Hot::new(&s.o2i, s.flow_fib(1), now),
+        ];
         let i = self.sessions.insert(s);
+        let at = 2 * i as usize;
+        if self.hot.len() < at + 2 {
+            self.hot.resize(at + 2, Hot::FREE);
+        }
+        self.hot[at..at + 2].copy_from_slice(&hot);
         let ok0 = self.keys.insert(e, k0, (i as u64) << 1).is_ok();
         let ok1 = ok0 && self.keys.insert(e, k1, (i as u64) << 1 | 1).is_ok();
         if !ok1 {
@@ -597,6 +810,7 @@ impl Table {
                 self.keys.remove(e, k0);
             }
             self.sessions.remove(i);
+            self.hot[at..at + 2].fill(Hot::FREE);
             return Err(CreateError::Full);
         }
         self.link_tail(i, class);
@@ -610,26 +824,41 @@ impl Table {
         let class = self.sessions.get(i)?.class;
         self.unlink(i, class);
         let s = self.sessions.remove(i)?;
+        if let Some(h) = self.hot.get_mut(2 * i as usize..2 * i as usize + 2) {
+            h.fill(Hot::FREE);
+        }
         let [k0, k1] = self.digests(&s);
         self.keys.remove(e, k0);
         self.keys.remove(e, k1);
         Some(s)
     }
 
-    /// Records a packet of session `i` at `now` (its LRU position moves at most once a
-    /// second) and its new timeout class.
+    /// Records a packet of flow `which` of session `i` at `now` and the timeout class it
+    /// leaves the session in (`class`): the flow's time and counters and, when the class
+    /// changes or the flow's LRU stamp is not this second's, the new stamp and class, the
+    /// session moved to the tail of `class`'s LRU list (so the LRU position moves at most
+    /// once a second per flow). Returns the flow's rewrite and checksum deltas (`None`: no
+    /// such session).
     #[inline(always)]
-    pub fn touch(&mut self, i: u32, now: f64, bytes: usize, class: Class) {
-        let Some(s) = self.sessions.get_mut(i) else {
-            return;
-        };
-        if let Some(old) = s.record(now, bytes, class) {
+    pub fn touch(
+        &mut self,
+        i: u32,
+        which: u8,
+        now: f64,
+        bytes: usize,
+        class: Class,
+    ) -> Option<(Tuple, Deltas)> {
+        let s = self.sessions.get_mut(i)?;
+        let h = self.hot.get_mut(2 * i as usize + (which & 1) as usize)?;
+        let (rw, deltas, moved) = record(s, h, now, bytes, class);
+        if let Some(old) = moved {
             self.relink(i, old, class);
         }
+        Some((rw, deltas))
     }
 
     /// Moves session `i` from its class `old`'s LRU list to the tail of `class`'s (after
-    /// [`Session::record`] asked for it).
+    /// [`Table::touch`] asked for it).
     #[inline(always)]
     fn relink(&mut self, i: u32, old: Class, class: Class) {
         self.unlink(i, old);
@@ -675,7 +904,7 @@ impl Table {
             while n < budget {
                 let Some(h) = self.heads[c] else { break };
                 let Some(s) = self.sessions.get(h) else { break };
-                if !s.expired(now, t) {
+                if !self.expired(h, s, now, t) {
                     break;
                 }
                 self.free(e, h);
@@ -722,6 +951,21 @@ impl Table {
 mod tests {
     use super::*;
 
+    #[allow(clippy::too_many_arguments)]
+    fn hit(
+        tb: &mut Table,
+        side: Side,
+        t: &Tuple,
+        fib: u32,
+        v: u64,
+        now: f64,
+        to: &Timeouts,
+        bytes: usize,
+        flags: u8,
+    ) -> Hit {
+        tb.hit(Key::new(side, t, fib), v, now, to, bytes, flags)
+    }
+
     fn t(src: u32, sport: u16, dst: u32, dport: u16) -> Tuple {
         Tuple {
             src,
@@ -732,7 +976,7 @@ mod tests {
         }
     }
 
-    fn session(in_port: u16, out_port: u16, now: f64) -> Session {
+    fn session(in_port: u16, out_port: u16) -> Session {
         let k = t(10, in_port, 99, 53);
         Session::new(
             Flow {
@@ -752,7 +996,6 @@ mod tests {
             0,
             0,
             None,
-            now,
         )
     }
 
@@ -765,12 +1008,12 @@ mod tests {
         proto: 17,
     };
 
-    /// A table of `max` sessions (seed `seed`) holding `session(1000, 2000, now)`: the
+    /// A table of `max` sessions (seed `seed`) holding `session(1000, 2000)`: the
     /// epochs, the table, the session's index and the value of its inside key [`K`].
     fn one_session(max: usize, seed: u64, now: f64, to: &Timeouts) -> (Epochs, Table, u32, u64) {
         let e = Epochs::new(1);
         let mut tb = Table::new(max, seed);
-        let a = tb.create(&e, session(1000, 2000, now), now, to).expect("a");
+        let a = tb.create(&e, session(1000, 2000), now, to).expect("a");
         let v = tb.keys.get(tb.digest(Side::In, &K, 0)).expect("key");
         (e, tb, a, v)
     }
@@ -793,7 +1036,7 @@ mod tests {
         // A packet late in second 11 stamps the session 11: early in second 12 it is live by
         // the compare; late in second 12 it has expired, although its stamp is only one
         // second old (a shortcut taking "stamped within the last second" as live fails).
-        tb.touch(a, 11.95, 60, Class::Udp);
+        tb.touch(a, 0, 11.95, 60, Class::Udp);
         assert_eq!(live(&tb, 12.0), Some((a, 0, true)));
         assert_eq!(live(&tb, 12.96), Some((a, 0, false)));
         // The outside flow's key, looked up by out2in, is the same session's flow 1.
@@ -834,12 +1077,21 @@ mod tests {
         let ok = t(99, 53, 20, 2000);
         let vo = tb.keys.get(tb.digest(Side::Out, &ok, 0)).expect("key");
         let miss = |h: Hit| matches!(h, Hit::Miss);
-        assert!(miss(tb.hit(Side::In, &ok, 0, v, 10.5, &to, 60, 0)), "tuple");
-        assert!(miss(tb.hit(Side::Out, &k, 0, v, 10.5, &to, 60, 0)), "side");
-        assert!(miss(tb.hit(Side::In, &k, 1, v, 10.5, &to, 60, 0)), "fib");
-        assert_eq!(tb.get(a).expect("a").pkts, 0, "a miss records nothing");
+        assert!(
+            miss(hit(&mut tb, Side::In, &ok, 0, v, 10.5, &to, 60, 0)),
+            "tuple"
+        );
+        assert!(
+            miss(hit(&mut tb, Side::Out, &k, 0, v, 10.5, &to, 60, 0)),
+            "side"
+        );
+        assert!(
+            miss(hit(&mut tb, Side::In, &k, 1, v, 10.5, &to, 60, 0)),
+            "fib"
+        );
+        assert_eq!(tb.activity(a).pkts, 0, "a miss records nothing");
         let s = tb.get(a).expect("a").clone();
-        match tb.hit(Side::In, &k, 0, v, 11.5, &to, 60, 0) {
+        match hit(&mut tb, Side::In, &k, 0, v, 11.5, &to, 60, 0) {
             Hit::Live {
                 i,
                 which,
@@ -852,7 +1104,7 @@ mod tests {
             }
             h => panic!("{h:?}"),
         }
-        match tb.hit(Side::Out, &ok, 0, vo, 12.0, &to, 40, 0) {
+        match hit(&mut tb, Side::Out, &ok, 0, vo, 12.0, &to, 40, 0) {
             Hit::Live {
                 which, rw, deltas, ..
             } => {
@@ -862,16 +1114,16 @@ mod tests {
             }
             h => panic!("{h:?}"),
         }
-        let s = tb.get(a).expect("a");
-        assert_eq!((s.pkts, s.bytes, s.last()), (2, 100, 12.0));
+        let act = tb.activity(a);
+        assert_eq!((act.pkts, act.bytes, act.last), (2, 100, 12.0));
         // UDP times out after 300 s without a packet: reported, not recorded.
         assert!(matches!(
-            tb.hit(Side::In, &k, 0, v, 312.5, &to, 60, 0),
+            hit(&mut tb, Side::In, &k, 0, v, 312.5, &to, 60, 0),
             Hit::Expired
         ));
-        assert_eq!(tb.get(a).expect("a").pkts, 2);
+        assert_eq!(tb.activity(a).pkts, 2);
         // TCP: the flags move the state and the class.
-        let mut tcp = session(1001, 2001, 20.0);
+        let mut tcp = session(1001, 2001);
         for f in [
             &mut tcp.i2o.key,
             &mut tcp.i2o.rw,
@@ -880,14 +1132,15 @@ mod tests {
         ] {
             f.proto = 6;
         }
-        let tcp = Session::new(tcp.i2o, tcp.o2i, 0, 0, None, 20.0);
+        let tcp = Session::new(tcp.i2o, tcp.o2i, 0, 0, None);
         let b = tb.create(&e, tcp, 20.0, &to).expect("b");
         let (ki, ko) = (tb.get(b).expect("b").i2o.key, tb.get(b).expect("b").o2i.key);
         let vi = tb.keys.get(tb.digest(Side::In, &ki, 0)).expect("key");
         let vb = tb.keys.get(tb.digest(Side::Out, &ko, 0)).expect("key");
         assert_eq!(tb.get(b).expect("b").class, Class::TcpTransitory);
-        tb.hit(Side::In, &ki, 0, vi, 20.1, &to, 60, tcp_flags::SYN);
-        tb.hit(
+        hit(&mut tb, Side::In, &ki, 0, vi, 20.1, &to, 60, tcp_flags::SYN);
+        hit(
+            &mut tb,
             Side::Out,
             &ko,
             0,
@@ -904,6 +1157,92 @@ mod tests {
         );
     }
 
+    /// Whether session `i` is on class `c`'s LRU list (walked from its head).
+    fn on_list(tb: &Table, c: Class, i: u32) -> bool {
+        let mut at = tb.heads[c as usize];
+        while let Some(j) = at {
+            if j == i {
+                return true;
+            }
+            at = tb.get(j).and_then(|s| s.next);
+        }
+        false
+    }
+
+    /// TCP FIN from both sides, or an RST, on an established flow whose record is stamped
+    /// this second (so only the control flags keep the packet off the hot record) moves
+    /// the session to the transitory class and its LRU list; one FIN leaves it established.
+    #[test]
+    fn fin_both_ways_or_rst_makes_the_session_transitory_in_the_same_second() {
+        use tcp_flags::*;
+        let to = Timeouts::default();
+        let e = Epochs::new(1);
+        let mut tb = Table::new(4, 11);
+        let tcp = |in_port: u16, out_port: u16| {
+            let mut s = session(in_port, out_port);
+            for f in [&mut s.i2o.key, &mut s.i2o.rw, &mut s.o2i.key, &mut s.o2i.rw] {
+                f.proto = 6;
+            }
+            Session::new(s.i2o, s.o2i, 0, 0, None)
+        };
+        // Made in second 19 (its SYNs, the flows' first packets of second 20, take the
+        // session whatever their flags), established at 20.2: both flows stamped 20.
+        let open = |tb: &mut Table, in_port: u16, out_port: u16| {
+            let i = tb
+                .create(&e, tcp(in_port, out_port), 19.5, &to)
+                .expect("create");
+            let s = tb.get(i).expect("s");
+            let (ki, ko) = (s.i2o.key, s.o2i.key);
+            let vi = tb.keys.get(tb.digest(Side::In, &ki, 0)).expect("in key");
+            let vo = tb.keys.get(tb.digest(Side::Out, &ko, 0)).expect("out key");
+            hit(tb, Side::In, &ki, 0, vi, 20.1, &to, 60, SYN);
+            hit(tb, Side::Out, &ko, 0, vo, 20.2, &to, 60, SYN | ACK);
+            assert_eq!(tb.get(i).expect("s").class, Class::TcpEstablished);
+            assert!(on_list(tb, Class::TcpEstablished, i));
+            (i, ki, ko, vi, vo)
+        };
+        let (a, ki, ko, vi, vo) = open(&mut tb, 1000, 2000);
+        hit(&mut tb, Side::In, &ki, 0, vi, 20.3, &to, 60, FIN | ACK);
+        let s = tb.get(a).expect("a");
+        assert_eq!((s.tcp_state(), s.class), ("closing", Class::TcpEstablished));
+        hit(&mut tb, Side::Out, &ko, 0, vo, 20.4, &to, 60, FIN | ACK);
+        let s = tb.get(a).expect("a");
+        assert_eq!((s.tcp_state(), s.class), ("closed", Class::TcpTransitory));
+        assert!(
+            on_list(&tb, Class::TcpTransitory, a),
+            "FINs: on the transitory list"
+        );
+        assert!(!on_list(&tb, Class::TcpEstablished, a));
+        let (b, ki, _, vi, _) = open(&mut tb, 1001, 2001);
+        hit(&mut tb, Side::In, &ki, 0, vi, 20.5, &to, 60, RST);
+        let s = tb.get(b).expect("b");
+        assert_eq!((s.tcp_state(), s.class), ("reset", Class::TcpTransitory));
+        assert!(
+            on_list(&tb, Class::TcpTransitory, b),
+            "RST: on the transitory list"
+        );
+        assert!(!on_list(&tb, Class::TcpEstablished, b));
+    }
+
+    /// A new table writes no flow record up front (they are reserved, written as sessions
+    /// are made), and its memory counts the records written.
+    #[test]
+    fn flow_records_are_reserved_not_written() {
+        let to = Timeouts::default();
+        let e = Epochs::new(1);
+        let mut tb = Table::new(1000, 1);
+        assert_eq!(tb.hot.len(), 0);
+        assert!(tb.hot.capacity() >= 2000);
+        let empty = tb.memory_bytes();
+        assert!(empty < 2000 * std::mem::size_of::<Hot>(), "{empty}");
+        tb.create(&e, session(1000, 2000), 1.0, &to).expect("a");
+        assert_eq!(tb.hot.len(), 2);
+        assert_eq!(
+            tb.memory_bytes(),
+            empty + std::mem::size_of::<Option<Session>>() + 2 * std::mem::size_of::<Hot>()
+        );
+    }
+
     /// A hit moves its session to the tail of its class's LRU list (once a second), so
     /// `expire` frees the other, older session first: hit the first of two sessions made in
     /// the same second, and the second one expires first.
@@ -911,12 +1250,10 @@ mod tests {
     fn hit_moves_the_session_to_its_lru_tail() {
         let to = Timeouts::default();
         let (e, mut tb, a, v) = one_session(4, 5, 10.0, &to);
-        let b = tb
-            .create(&e, session(1001, 2001, 10.0), 10.0, &to)
-            .expect("b");
+        let b = tb.create(&e, session(1001, 2001), 10.0, &to).expect("b");
         let k = K;
         assert!(matches!(
-            tb.hit(Side::In, &k, 0, v, 200.0, &to, 60, 0),
+            hit(&mut tb, Side::In, &k, 0, v, 200.0, &to, 60, 0),
             Hit::Live { i, .. } if i == a
         ));
         // UDP 300 s: b (last 10 s) has expired at 310.5 s, a (last 200 s) has not. Without
@@ -937,9 +1274,7 @@ mod tests {
         let e = Epochs::new(1);
         let to = Timeouts::default();
         let mut tb = Table::new(3, 7);
-        let a = tb
-            .create(&e, session(1000, 2000, 0.0), 0.0, &to)
-            .expect("a");
+        let a = tb.create(&e, session(1000, 2000), 0.0, &to).expect("a");
         // Misses taken before a create are stale.
         assert_eq!(tb.creations(), 1);
         assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
@@ -960,26 +1295,23 @@ mod tests {
         assert!(!tb.key_free(Side::Out, &t(99, 53, 20, 2000), 0));
         // The same tuple twice is refused.
         assert_eq!(
-            tb.create(&e, session(1000, 2000, 0.0), 0.0, &to),
+            tb.create(&e, session(1000, 2000), 0.0, &to),
             Err(CreateError::Collision)
         );
-        tb.create(&e, session(1001, 2001, 100.0), 100.0, &to)
-            .expect("b");
-        tb.create(&e, session(1002, 2002, 200.0), 200.0, &to)
-            .expect("c");
+        tb.create(&e, session(1001, 2001), 100.0, &to).expect("b");
+        tb.create(&e, session(1002, 2002), 200.0, &to).expect("c");
         // Full: nothing expired at 250 s (UDP 300 s).
         assert_eq!(
-            tb.create(&e, session(1003, 2003, 250.0), 250.0, &to),
+            tb.create(&e, session(1003, 2003), 250.0, &to),
             Err(CreateError::Full)
         );
         // At 301 s the first expired: it is recycled for the new session.
-        tb.create(&e, session(1003, 2003, 301.0), 301.0, &to)
-            .expect("d");
+        tb.create(&e, session(1003, 2003), 301.0, &to).expect("d");
         assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), None);
         assert_eq!(tb.len(), 3);
         // Touching moves a session to the tail: the 1001 session stays, 1002 expires.
         let b = lookup(&tb, Side::In, &t(10, 1001, 99, 53), 0).expect("b").0;
-        tb.touch(b, 450.0, 60, Class::Udp);
+        tb.touch(b, 0, 450.0, 60, Class::Udp);
         assert_eq!(tb.expire(&e, 520.0, &to, 100), 1);
         assert!(lookup(&tb, Side::In, &t(10, 1001, 99, 53), 0).is_some());
         assert_eq!(tb.expire(&e, 10_000.0, &to, 100), 2);
