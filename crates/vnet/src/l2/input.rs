@@ -72,7 +72,15 @@ const BUCKETS_AHEAD: usize = 16;
 
 /// `l2-input` instance.
 pub struct L2Input {
+    /// The L2 FIB and the learning queue. `frame` borrows it beside `st` (disjoint fields)
+    /// rather than cloning the `Arc`: a clone per frame would write the refcount's cache
+    /// line, which every worker's `l2-input` shares.
     shared: Arc<L2Shared>,
+    pub(super) st: State,
+}
+
+/// `l2-input`'s per-thread state: everything but the shared FIB.
+pub(super) struct State {
     pub(super) bds: Vec<Option<BdCfg>>,
     /// `bds`' flags, same index.
     pub(super) flags: Vec<BdFlags>,
@@ -105,23 +113,27 @@ impl L2Input {
         const F: usize = sluice_graph::FRAME_SIZE;
         L2Input {
             shared,
-            bds: Vec::new(),
-            flags: Vec::new(),
-            recent: [(0, 0, 0); 64],
-            features,
-            slot,
-            out_any: false,
-            out: None,
-            pending: Vec::with_capacity(F),
-            plan: [0; F],
-            dkeys: [0; F],
-            skeys: [0; F],
-            dhome: [Home::default(); F],
-            shome: [Home::default(); F],
-            forwarded: 0,
+            st: State {
+                bds: Vec::new(),
+                flags: Vec::new(),
+                recent: [(0, 0, 0); 64],
+                features,
+                slot,
+                out_any: false,
+                out: None,
+                pending: Vec::with_capacity(F),
+                plan: [0; F],
+                dkeys: [0; F],
+                skeys: [0; F],
+                dhome: [Home::default(); F],
+                shome: [Home::default(); F],
+                forwarded: 0,
+            },
         }
     }
+}
 
+impl State {
     /// The flags of bridge domain `bd` (not 0), through `last` (the last bridge domain
     /// looked at and its flags: a frame usually comes from one interface, so one bridge
     /// domain).
@@ -207,6 +219,7 @@ impl NodeFn for L2Input {
     /// overlap), and its decision.
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         const F: usize = sluice_graph::FRAME_SIZE;
+        let L2Input { shared, st } = self;
         let arena = cx.arena();
         let n = frame.len().min(F);
         let frame = &frame[..n];
@@ -214,9 +227,8 @@ impl NodeFn for L2Input {
         let FrameScratch { addrs, nexts } = &mut *s;
         arena.resolve(frame, SCRATCH_AHEAD, addrs);
         let addrs = &*addrs;
-        self.out_any = self.features.any(self.slot);
-        self.out = None;
-        let shared = Arc::clone(&self.shared);
+        st.out_any = st.features.any(st.slot);
+        st.out = None;
         // One array for the frame: the homes of pass 1 are its buckets.
         // SAFETY: `fib` and every `Home` from it live in this call only, and a worker reaches
         // a quiescent point only between frames (`Epochs::quiesce` at the top of the
@@ -238,13 +250,13 @@ impl NodeFn for L2Input {
             let bd = v.hdr.l2.bd_index;
             if bd == 0 {
                 xc += 1;
-                self.plan[j] = CROSS_CONNECTED;
-                *next = self.output(v.hdr.tx_if).0;
+                st.plan[j] = CROSS_CONNECTED;
+                *next = st.output(v.hdr.tx_if).0;
                 continue;
             }
             bridged = true;
             let mut p = 0;
-            let f = Self::flags_of(&self.flags, &mut last, bd);
+            let f = State::flags_of(&st.flags, &mut last, bd);
             if let (true, Some(h)) = (f.on, v.head::<14>()) {
                 if h[0] & 1 == 0 {
                     let k = key_at(h, 0, bd);
@@ -256,8 +268,8 @@ impl NodeFn for L2Input {
                         dk = k;
                         p |= NEW_DST;
                     }
-                    self.dkeys[j] = k;
-                    self.dhome[j] = dh;
+                    st.dkeys[j] = k;
+                    st.dhome[j] = dh;
                     p |= LOOK_DST;
                 }
                 if f.learn && h[6] & 1 == 0 {
@@ -270,13 +282,13 @@ impl NodeFn for L2Input {
                         sk = k;
                         p |= NEW_SRC;
                     }
-                    self.skeys[j] = k;
-                    self.shome[j] = sh;
+                    st.skeys[j] = k;
+                    st.shome[j] = sh;
                     p |= LOOK_SRC;
                     learns = true;
                 }
             }
-            self.plan[j] = p;
+            st.plan[j] = p;
         }
         if xc != 0 {
             cx.count(L2Counter::Xconnect, xc);
@@ -286,15 +298,15 @@ impl NodeFn for L2Input {
             // The last keys looked up and what the FIB held for them.
             let (mut dk, mut dv, mut sk, mut sv) = (0u64, None, 0u64, None);
             for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
-                if let Some(&a) = self.plan[..n].get(j + BUCKETS_AHEAD) {
+                if let Some(&a) = st.plan[..n].get(j + BUCKETS_AHEAD) {
                     if a & NEW_DST != 0 {
-                        fib.prefetch(self.dhome[j + BUCKETS_AHEAD]);
+                        fib.prefetch(st.dhome[j + BUCKETS_AHEAD]);
                     }
                     if a & NEW_SRC != 0 {
-                        fib.prefetch(self.shome[j + BUCKETS_AHEAD]);
+                        fib.prefetch(st.shome[j + BUCKETS_AHEAD]);
                     }
                 }
-                let p = self.plan[j];
+                let p = st.plan[j];
                 if p == CROSS_CONNECTED {
                     continue;
                 }
@@ -302,34 +314,34 @@ impl NodeFn for L2Input {
                 let mut v = unsafe { arena.buffer_at(addrs, j, bi) };
                 let mut dst = None;
                 if p & LOOK_DST != 0 {
-                    let k = self.dkeys[j];
+                    let k = st.dkeys[j];
                     if k != dk {
-                        (dk, dv) = (k, fib.get(k, self.dhome[j]));
+                        (dk, dv) = (k, fib.get(k, st.dhome[j]));
                     }
                     dst = Some(dv);
                 }
                 if p & LOOK_SRC != 0 {
-                    let k = self.skeys[j];
+                    let k = st.skeys[j];
                     if k != sk {
-                        (sk, sv) = (k, fib.get(k, self.shome[j]));
+                        (sk, sv) = (k, fib.get(k, st.shome[j]));
                     }
-                    self.learn(cx, &v, k, sv, now);
+                    st.learn(cx, &v, k, sv, now);
                 }
-                let f = Self::flags_of(&self.flags, &mut last, v.hdr.l2.bd_index);
-                *next = self.bridge(cx, &mut v, f, dst).0;
+                let f = State::flags_of(&st.flags, &mut last, v.hdr.l2.bd_index);
+                *next = st.bridge(cx, &mut v, f, dst).0;
             }
-            if self.forwarded != 0 {
-                cx.count(L2Counter::Forwarded, self.forwarded);
-                self.forwarded = 0;
+            if st.forwarded != 0 {
+                cx.count(L2Counter::Forwarded, st.forwarded);
+                st.forwarded = 0;
             }
         }
-        if !self.pending.is_empty() {
-            if let Ok(mut l) = self.shared.learned.lock() {
+        if !st.pending.is_empty() {
+            if let Ok(mut l) = shared.learned.lock() {
                 let room = 65536usize.saturating_sub(l.len());
-                let n = self.pending.len().min(room);
-                l.extend_from_slice(&self.pending[..n]);
+                let n = st.pending.len().min(room);
+                l.extend_from_slice(&st.pending[..n]);
             }
-            self.pending.clear();
+            st.pending.clear();
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
         cx.put_frame_scratch(s);
@@ -339,7 +351,7 @@ impl NodeFn for L2Input {
     }
 }
 
-impl L2Input {
+impl State {
     /// Learning: queues an event for source key `k` (FIB value `v`) of a frame received on
     /// `b`'s rx interface, unless the entry is static or fresh for that interface.
     #[inline(always)]
