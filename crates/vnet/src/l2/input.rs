@@ -1,7 +1,8 @@
 //! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
-//! time in two passes: the keys and their home buckets (`bihash::Snapshot::home_only`), then
-//! the L2 FIB lookups (`Snapshot::get`, each bucket prefetched [`BUCKETS_AHEAD`] packets
-//! ahead) and the decisions; a destination (source) equal to the packet before's is neither hashed nor
+//! time in three passes: the frame's distinct keys and their home buckets
+//! (`bihash::Snapshot::home_only`), the L2 FIB lookups of those keys in a loop of their own
+//! (`Snapshot::get`, each bucket prefetched [`BUCKETS_AHEAD`] keys ahead), then the
+//! decisions; a destination (source) equal to the packet before's is neither hashed nor
 //! looked up again.
 //! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //! - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
@@ -19,7 +20,7 @@
 use super::{BdCfg, L2Shared, STATIC};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, PREFETCH_AHEAD, SCRATCH_AHEAD};
-use sluice_infra::bihash::Home;
+use sluice_infra::bihash::{Home, Snapshot};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -61,11 +62,11 @@ const LOOK_DST: u8 = 1;
 const LOOK_SRC: u8 = 2;
 /// Finished in the first pass.
 const CROSS_CONNECTED: u8 = 4;
-/// The destination (source) key differs from the packet before's: its bucket is prefetched
-/// and looked up.
+/// The destination (source) key differs from the packet before's: it is the next of the
+/// frame's distinct keys (`State::dkeys`, `skeys`), looked up in pass 2.
 const NEW_DST: u8 = 8;
 const NEW_SRC: u8 = 16;
-/// How many packets ahead of its lookups pass 2 prefetches buckets (pass 1 prefetches the
+/// How many keys ahead of its lookups pass 2 prefetches buckets (pass 1 prefetches the
 /// first ones): enough misses in flight to hide the memory's latency, few enough that the
 /// buckets are still in L1 when read.
 const BUCKETS_AHEAD: usize = 16;
@@ -93,13 +94,17 @@ pub(super) struct State {
     out: Option<(u32, Next)>,
     /// Learning events of the current frame (capacity one frame: never reallocates).
     pending: Vec<(u64, u32)>,
-    /// Per frame, by packet: its lookups (`LOOK_*`); its destination and source keys and
-    /// their home buckets in the FIB snapshot of the frame (set where `LOOK_*` says).
+    /// Per frame, by packet: its lookups (`LOOK_*`, `NEW_*`).
     plan: [u8; sluice_graph::FRAME_SIZE],
+    /// Per frame, the distinct destination keys in packet order (one for each run of a
+    /// MAC), their home buckets in the FIB snapshot of the frame and what the FIB holds
+    /// for them; `s*` the same for source keys.
     dkeys: [u64; sluice_graph::FRAME_SIZE],
-    skeys: [u64; sluice_graph::FRAME_SIZE],
     dhome: [Home; sluice_graph::FRAME_SIZE],
+    dval: [Option<u64>; sluice_graph::FRAME_SIZE],
+    skeys: [u64; sluice_graph::FRAME_SIZE],
     shome: [Home; sluice_graph::FRAME_SIZE],
+    sval: [Option<u64>; sluice_graph::FRAME_SIZE],
     /// Per frame: packets forwarded to a known MAC (counted once per frame).
     forwarded: u64,
 }
@@ -124,9 +129,11 @@ impl L2Input {
                 pending: Vec::with_capacity(F),
                 plan: [0; F],
                 dkeys: [0; F],
-                skeys: [0; F],
                 dhome: [Home::default(); F],
+                dval: [None; F],
+                skeys: [0; F],
                 shome: [Home::default(); F],
+                sval: [None; F],
                 forwarded: 0,
             },
         }
@@ -201,6 +208,31 @@ sluice_graph::counters! {
     }
 }
 
+/// Appends key `k` to a frame's distinct keys (`keys`, `homes`; `i` of them so far): its
+/// home bucket, prefetched for the first [`BUCKETS_AHEAD`] (`look_up` prefetches the others).
+#[inline(always)]
+fn push_key(fib: &Snapshot<'_>, keys: &mut [u64], homes: &mut [Home], i: usize, k: u64) {
+    let h = fib.home_only(k);
+    if i < BUCKETS_AHEAD {
+        fib.prefetch(h);
+    }
+    if let (Some(kk), Some(hh)) = (keys.get_mut(i), homes.get_mut(i)) {
+        (*kk, *hh) = (k, h);
+    }
+}
+
+/// The FIB lookups of a frame's distinct keys: `vals[i]` = what `fib` holds for `keys[i]`
+/// (home bucket `homes[i]`), each bucket prefetched [`BUCKETS_AHEAD`] keys ahead.
+#[inline(always)]
+fn look_up(fib: &Snapshot<'_>, keys: &[u64], homes: &[Home], vals: &mut [Option<u64>]) {
+    for (i, ((v, &k), &h)) in vals.iter_mut().zip(keys).zip(homes).enumerate() {
+        if let Some(&a) = homes.get(i + BUCKETS_AHEAD) {
+            fib.prefetch(a);
+        }
+        *v = fib.get(k, h);
+    }
+}
+
 /// The L2 FIB key of the 6-byte MAC at `h[at..at + 6]` in bridge domain `bd`: one 8-byte
 /// load (the two bytes after the MAC shifted out) instead of six byte moves.
 #[inline(always)]
@@ -210,13 +242,15 @@ fn key_at(h: &[u8; 14], at: usize, bd: u16) -> u64 {
 }
 
 impl NodeFn for L2Input {
-    /// Two passes over the frame, the L2 FIB lookups split between them (VPP's l2-input
-    /// hashes and prefetches ahead the same way): (1) every packet's bridge domain and MACs;
-    /// cross-connected packets are finished here; a bridged one's destination key (and its
-    /// source key when the bridge domain learns) is hashed to its home bucket; (2) each
-    /// bridged packet's lookups, which find their buckets in cache (prefetched
-    /// [`BUCKETS_AHEAD`] packets ahead: with a FIB bigger than the caches, 16 misses
-    /// overlap), and its decision.
+    /// Three passes over the frame, the L2 FIB lookups split from the parsing and the
+    /// decisions (VPP's l2-input hashes and prefetches ahead the same way): (1) every
+    /// packet's bridge domain and MACs; cross-connected packets are finished here; a
+    /// bridged one's destination key (and its source key when the bridge domain learns),
+    /// when it differs from the packet before's, is added to the frame's distinct keys and
+    /// hashed to its home bucket; (2) the lookups of the distinct keys, a tight loop that
+    /// finds its buckets in cache (prefetched [`BUCKETS_AHEAD`] keys ahead: with a FIB
+    /// bigger than the caches, 16 misses overlap) and keeps few values live; (3) each
+    /// bridged packet's decision.
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         const F: usize = sluice_graph::FRAME_SIZE;
         let L2Input { shared, st } = self;
@@ -237,11 +271,11 @@ impl NodeFn for L2Input {
         let fib = unsafe { shared.fib.snapshot() };
         let mut last = (0u16, BdFlags::default());
         let (mut xc, mut bridged, mut learns) = (0u64, false, false);
-        // The last destination and source keys hashed, with their homes: a packet to (from)
-        // the MAC of the packet before is not hashed again, nor looked up again in pass 2
-        // (VPP's l2-fwd and l2-learn keep such a cached key). 0 is never a bridged packet's
-        // key (its bridge domain would be 0).
-        let (mut dk, mut dh, mut sk, mut sh) = (0u64, Home::default(), 0u64, Home::default());
+        // The last destination and source keys: a packet to (from) the MAC of the packet
+        // before is not hashed again, nor looked up again in pass 2 (VPP's l2-fwd and
+        // l2-learn keep such a cached key). 0 is never a bridged packet's key (its bridge
+        // domain would be 0). `nd` (`ns`): the frame's distinct destination (source) keys.
+        let (mut dk, mut sk, mut nd, mut ns) = (0u64, 0u64, 0usize, 0usize);
         for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
             addrs.prefetch(j + PREFETCH_AHEAD, true);
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
@@ -261,29 +295,21 @@ impl NodeFn for L2Input {
                 if h[0] & 1 == 0 {
                     let k = key_at(h, 0, bd);
                     if k != dk {
-                        dh = fib.home_only(k);
-                        if j < BUCKETS_AHEAD {
-                            fib.prefetch(dh);
-                        }
                         dk = k;
+                        push_key(&fib, &mut st.dkeys, &mut st.dhome, nd, k);
+                        nd += 1;
                         p |= NEW_DST;
                     }
-                    st.dkeys[j] = k;
-                    st.dhome[j] = dh;
                     p |= LOOK_DST;
                 }
                 if f.learn && h[6] & 1 == 0 {
                     let k = key_at(h, 6, bd);
                     if k != sk {
-                        sh = fib.home_only(k);
-                        if j < BUCKETS_AHEAD {
-                            fib.prefetch(sh);
-                        }
                         sk = k;
+                        push_key(&fib, &mut st.skeys, &mut st.shome, ns, k);
+                        ns += 1;
                         p |= NEW_SRC;
                     }
-                    st.skeys[j] = k;
-                    st.shome[j] = sh;
                     p |= LOOK_SRC;
                     learns = true;
                 }
@@ -295,17 +321,13 @@ impl NodeFn for L2Input {
         }
         if bridged {
             let now = if learns { cx.now_secs() as u32 } else { 0 };
-            // The last keys looked up and what the FIB held for them.
-            let (mut dk, mut dv, mut sk, mut sv) = (0u64, None, 0u64, None);
+            look_up(&fib, &st.dkeys[..nd], &st.dhome[..nd], &mut st.dval[..nd]);
+            look_up(&fib, &st.skeys[..ns], &st.shome[..ns], &mut st.sval[..ns]);
+            // The current destination and source keys' places in the distinct keys, and what
+            // the FIB held for them.
+            let (mut di, mut dv, mut si, mut sv) = (0usize, None, 0usize, None);
+            let mut sk = 0;
             for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
-                if let Some(&a) = st.plan[..n].get(j + BUCKETS_AHEAD) {
-                    if a & NEW_DST != 0 {
-                        fib.prefetch(st.dhome[j + BUCKETS_AHEAD]);
-                    }
-                    if a & NEW_SRC != 0 {
-                        fib.prefetch(st.shome[j + BUCKETS_AHEAD]);
-                    }
-                }
                 let p = st.plan[j];
                 if p == CROSS_CONNECTED {
                     continue;
@@ -313,19 +335,20 @@ impl NodeFn for L2Input {
                 // SAFETY: as above.
                 let mut v = unsafe { arena.buffer_at(addrs, j, bi) };
                 let mut dst = None;
+                if p & NEW_DST != 0 {
+                    dv = st.dval.get(di).copied().flatten();
+                    di += 1;
+                }
                 if p & LOOK_DST != 0 {
-                    let k = st.dkeys[j];
-                    if k != dk {
-                        (dk, dv) = (k, fib.get(k, st.dhome[j]));
-                    }
                     dst = Some(dv);
                 }
+                if p & NEW_SRC != 0 {
+                    sk = st.skeys.get(si).copied().unwrap_or(0);
+                    sv = st.sval.get(si).copied().flatten();
+                    si += 1;
+                }
                 if p & LOOK_SRC != 0 {
-                    let k = st.skeys[j];
-                    if k != sk {
-                        (sk, sv) = (k, fib.get(k, st.shome[j]));
-                    }
-                    st.learn(cx, &v, k, sv, now);
+                    st.learn(cx, &v, sk, sv, now);
                 }
                 let f = State::flags_of(&st.flags, &mut last, v.hdr.l2.bd_index);
                 *next = st.bridge(cx, &mut v, f, dst).0;
