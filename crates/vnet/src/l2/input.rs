@@ -1,7 +1,7 @@
 //! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
 //! time in three passes: the frame's distinct keys and their home buckets
 //! (`bihash::Snapshot::home_only`), the L2 FIB lookups of those keys in a loop of their own
-//! (`Snapshot::get`, each bucket prefetched [`BUCKETS_AHEAD`] keys ahead), then the
+//! (`Snapshot::get_many`, each bucket prefetched [`BUCKETS_AHEAD`] keys ahead), then the
 //! decisions; a destination (source) equal to the packet before's is neither hashed nor
 //! looked up again.
 //! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
@@ -66,10 +66,10 @@ const CROSS_CONNECTED: u8 = 4;
 /// frame's distinct keys (`State::dkeys`, `skeys`), looked up in pass 2.
 const NEW_DST: u8 = 8;
 const NEW_SRC: u8 = 16;
-/// How many keys ahead of its lookups pass 2 prefetches buckets (pass 1 prefetches the
-/// first ones): enough misses in flight to hide the memory's latency, few enough that the
-/// buckets are still in L1 when read.
-const BUCKETS_AHEAD: usize = 16;
+/// How many keys ahead of its lookups pass 2 (`Snapshot::get_many`) prefetches buckets
+/// (pass 1 prefetches the first ones): enough misses in flight to hide the memory's
+/// latency, few enough that the buckets are still in L1 when read.
+const BUCKETS_AHEAD: usize = sluice_infra::bihash::BATCH;
 
 /// `l2-input` instance.
 pub struct L2Input {
@@ -209,7 +209,8 @@ sluice_graph::counters! {
 }
 
 /// Appends key `k` to a frame's distinct keys (`keys`, `homes`; `i` of them so far): its
-/// home bucket, prefetched for the first [`BUCKETS_AHEAD`] (`look_up` prefetches the others).
+/// home bucket, prefetched for the first [`BUCKETS_AHEAD`] (`Snapshot::get_many` prefetches
+/// the others).
 #[inline(always)]
 fn push_key(fib: &Snapshot<'_>, keys: &mut [u64], homes: &mut [Home], i: usize, k: u64) {
     let h = fib.home_only(k);
@@ -218,18 +219,6 @@ fn push_key(fib: &Snapshot<'_>, keys: &mut [u64], homes: &mut [Home], i: usize, 
     }
     if let (Some(kk), Some(hh)) = (keys.get_mut(i), homes.get_mut(i)) {
         (*kk, *hh) = (k, h);
-    }
-}
-
-/// The FIB lookups of a frame's distinct keys: `vals[i]` = what `fib` holds for `keys[i]`
-/// (home bucket `homes[i]`), each bucket prefetched [`BUCKETS_AHEAD`] keys ahead.
-#[inline(always)]
-fn look_up(fib: &Snapshot<'_>, keys: &[u64], homes: &[Home], vals: &mut [Option<u64>]) {
-    for (i, ((v, &k), &h)) in vals.iter_mut().zip(keys).zip(homes).enumerate() {
-        if let Some(&a) = homes.get(i + BUCKETS_AHEAD) {
-            fib.prefetch(a);
-        }
-        *v = fib.get(k, h);
     }
 }
 
@@ -321,8 +310,8 @@ impl NodeFn for L2Input {
         }
         if bridged {
             let now = if learns { cx.now_secs() as u32 } else { 0 };
-            look_up(&fib, &st.dkeys[..nd], &st.dhome[..nd], &mut st.dval[..nd]);
-            look_up(&fib, &st.skeys[..ns], &st.shome[..ns], &mut st.sval[..ns]);
+            fib.get_many(&st.dkeys[..nd], &st.dhome[..nd], &mut st.dval[..nd]);
+            fib.get_many(&st.skeys[..ns], &st.shome[..ns], &mut st.sval[..ns]);
             // The current destination and source keys' places in the distinct keys, and what
             // the FIB held for them.
             let (mut di, mut dv, mut si, mut sv) = (0usize, None, 0usize, None);
