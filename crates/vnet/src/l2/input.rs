@@ -63,7 +63,7 @@ const LOOK_SRC: u8 = 2;
 /// Finished in the first pass.
 const CROSS_CONNECTED: u8 = 4;
 /// The destination (source) key differs from the packet before's: it is the next of the
-/// frame's distinct keys (`State::dkeys`, `skeys`), looked up in pass 2.
+/// frame's distinct destination (source) keys (`State::keys`), looked up in pass 2.
 const NEW_DST: u8 = 8;
 const NEW_SRC: u8 = 16;
 /// How many keys ahead of its lookups pass 2 (`Snapshot::get_many`) prefetches buckets
@@ -96,15 +96,14 @@ pub(super) struct State {
     pending: Vec<(u64, u32)>,
     /// Per frame, by packet: its lookups (`LOOK_*`, `NEW_*`).
     plan: [u8; sluice_graph::FRAME_SIZE],
-    /// Per frame, the distinct destination keys in packet order (one for each run of a
-    /// MAC), their home buckets in the FIB snapshot of the frame and what the FIB holds
-    /// for them; `s*` the same for source keys.
-    dkeys: [u64; sluice_graph::FRAME_SIZE],
-    dhome: [Home; sluice_graph::FRAME_SIZE],
-    dval: [Option<u64>; sluice_graph::FRAME_SIZE],
-    skeys: [u64; sluice_graph::FRAME_SIZE],
-    shome: [Home; sluice_graph::FRAME_SIZE],
-    sval: [Option<u64>; sluice_graph::FRAME_SIZE],
+    /// Per frame, the distinct keys in packet order (one for each run of a MAC), their
+    /// home buckets in the FIB snapshot of the frame and what the FIB holds for them: the
+    /// destination keys from 0, the source keys from `FRAME_SIZE` in pass 1, moved down
+    /// to follow the destination keys for pass 2, which looks them all up in one loop (its
+    /// look-ahead runs on from the destination keys into the source keys).
+    keys: [u64; 2 * sluice_graph::FRAME_SIZE],
+    homes: [Home; 2 * sluice_graph::FRAME_SIZE],
+    vals: [Option<u64>; 2 * sluice_graph::FRAME_SIZE],
     /// Per frame: packets forwarded to a known MAC (counted once per frame).
     forwarded: u64,
 }
@@ -128,12 +127,9 @@ impl L2Input {
                 out: None,
                 pending: Vec::with_capacity(F),
                 plan: [0; F],
-                dkeys: [0; F],
-                dhome: [Home::default(); F],
-                dval: [None; F],
-                skeys: [0; F],
-                shome: [Home::default(); F],
-                sval: [None; F],
+                keys: [0; 2 * F],
+                homes: [Home::default(); 2 * F],
+                vals: [None; 2 * F],
                 forwarded: 0,
             },
         }
@@ -208,16 +204,17 @@ sluice_graph::counters! {
     }
 }
 
-/// Appends key `k` to a frame's distinct keys (`keys`, `homes`; `i` of them so far): its
-/// home bucket, prefetched for the first [`BUCKETS_AHEAD`] (`Snapshot::get_many` prefetches
-/// the others).
+/// Appends key `k` to a frame's distinct destination (`at` 0) or source (`at`
+/// `FRAME_SIZE`) keys in `keys`, `homes` (`i` of them so far): its home bucket,
+/// prefetched for the first [`BUCKETS_AHEAD`] of each kind (`Snapshot::get_many`
+/// prefetches the others).
 #[inline(always)]
-fn push_key(fib: &Snapshot<'_>, keys: &mut [u64], homes: &mut [Home], i: usize, k: u64) {
+fn push_key(fib: &Snapshot<'_>, keys: &mut [u64], homes: &mut [Home], at: usize, i: usize, k: u64) {
     let h = fib.home_only(k);
     if i < BUCKETS_AHEAD {
         fib.prefetch(h);
     }
-    if let (Some(kk), Some(hh)) = (keys.get_mut(i), homes.get_mut(i)) {
+    if let (Some(kk), Some(hh)) = (keys.get_mut(at + i), homes.get_mut(at + i)) {
         (*kk, *hh) = (k, h);
     }
 }
@@ -285,7 +282,7 @@ impl NodeFn for L2Input {
                     let k = key_at(h, 0, bd);
                     if k != dk {
                         dk = k;
-                        push_key(&fib, &mut st.dkeys, &mut st.dhome, nd, k);
+                        push_key(&fib, &mut st.keys, &mut st.homes, 0, nd, k);
                         nd += 1;
                         p |= NEW_DST;
                     }
@@ -295,7 +292,7 @@ impl NodeFn for L2Input {
                     let k = key_at(h, 6, bd);
                     if k != sk {
                         sk = k;
-                        push_key(&fib, &mut st.skeys, &mut st.shome, ns, k);
+                        push_key(&fib, &mut st.keys, &mut st.homes, F, ns, k);
                         ns += 1;
                         p |= NEW_SRC;
                     }
@@ -310,11 +307,18 @@ impl NodeFn for L2Input {
         }
         if bridged {
             let now = if learns { cx.now_secs() as u32 } else { 0 };
-            fib.get_many(&st.dkeys[..nd], &st.dhome[..nd], &mut st.dval[..nd]);
-            fib.get_many(&st.skeys[..ns], &st.shome[..ns], &mut st.sval[..ns]);
+            // The source keys follow the destination keys: one loop of lookups, whose
+            // look-ahead prefetches the first source keys' buckets again (pass 1's
+            // prefetches of them may be gone from L1 after the destination keys' lookups).
+            if ns != 0 && nd != F {
+                st.keys.copy_within(F..F + ns, nd);
+                st.homes.copy_within(F..F + ns, nd);
+            }
+            let m = nd + ns;
+            fib.get_many(&st.keys[..m], &st.homes[..m], &mut st.vals[..m]);
             // The current destination and source keys' places in the distinct keys, and what
             // the FIB held for them.
-            let (mut di, mut dv, mut si, mut sv) = (0usize, None, 0usize, None);
+            let (mut di, mut dv, mut si, mut sv) = (0usize, None, nd, None);
             let mut sk = 0;
             for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
                 let p = st.plan[j];
@@ -325,15 +329,15 @@ impl NodeFn for L2Input {
                 let mut v = unsafe { arena.buffer_at(addrs, j, bi) };
                 let mut dst = None;
                 if p & NEW_DST != 0 {
-                    dv = st.dval.get(di).copied().flatten();
+                    dv = st.vals.get(di).copied().flatten();
                     di += 1;
                 }
                 if p & LOOK_DST != 0 {
                     dst = Some(dv);
                 }
                 if p & NEW_SRC != 0 {
-                    sk = st.skeys.get(si).copied().unwrap_or(0);
-                    sv = st.sval.get(si).copied().flatten();
+                    sk = st.keys.get(si).copied().unwrap_or(0);
+                    sv = st.vals.get(si).copied().flatten();
                     si += 1;
                 }
                 if p & LOOK_SRC != 0 {
