@@ -857,6 +857,20 @@ impl Snapshot<'_> {
     pub fn get(&self, key: u64, home: Home) -> Option<u64> {
         self.a.get_home(key, home.0 as usize & self.a.mask)
     }
+
+    /// [`BihashTable::lookup_many`] with the homes already computed (by this snapshot):
+    /// `out[i]` = the value stored for `keys[i]`, home `homes[i]` (the shortest of the three
+    /// decides how many), each bucket prefetched [`BATCH`] keys before its lookup. The
+    /// caller prefetches the first [`BATCH`] (when it computed their homes, say).
+    #[inline(always)]
+    pub fn get_many(&self, keys: &[u64], homes: &[Home], out: &mut [Option<u64>]) {
+        for (i, ((o, &k), &h)) in out.iter_mut().zip(keys).zip(homes).enumerate() {
+            if let Some(&a) = homes.get(i + BATCH) {
+                self.prefetch(a);
+            }
+            *o = self.get(k, h);
+        }
+    }
 }
 
 /// Keys [`BihashTable::lookup_many`] hashes (and whose buckets it prefetches) before it
@@ -1916,6 +1930,21 @@ mod tests {
         let mut out = vec![Some(7); 10];
         t.lookup_many(&keys[..4], &mut out);
         assert_eq!(&out[4..], &[Some(7); 6], "only four keys looked up");
+        // Snapshot::get_many: the same, with the homes given (past the look-ahead too), and
+        // the shortest of keys, homes and output deciding how many.
+        // SAFETY: this thread never quiesces while `s` or its homes are in use.
+        let s = unsafe { t.snapshot() };
+        let homes: Vec<Home> = keys.iter().map(|&k| s.home_only(k)).collect();
+        for n in [0, 1, BATCH - 1, BATCH, BATCH + 1, 3 * BATCH + 5, 300] {
+            let mut out = vec![Some(7); n];
+            s.get_many(&keys, &homes, &mut out);
+            let want: Vec<_> = keys[..n].iter().map(|&k| t.lookup(k)).collect();
+            assert_eq!(out, want, "n = {n}");
+            let mut out = vec![Some(7); 300];
+            s.get_many(&keys, &homes[..n], &mut out);
+            assert_eq!(out[..n], want, "n = {n} homes");
+            assert!(out[n..].iter().all(|&v| v == Some(7)), "only {n} looked up");
+        }
     }
 
     /// A smoke test: prefetching any key's bucket (present, absent, the range's edges) neither

@@ -1,7 +1,8 @@
 //! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
-//! time in two passes: the keys and their home buckets (`bihash::Snapshot::home_only`), then
-//! the L2 FIB lookups (`Snapshot::get`, each bucket prefetched [`BUCKETS_AHEAD`] packets
-//! ahead) and the decisions; a destination (source) equal to the packet before's is neither hashed nor
+//! time in three passes: the frame's distinct keys and their home buckets
+//! (`bihash::Snapshot::home_only`), the L2 FIB lookups of those keys in a loop of their own
+//! (`Snapshot::get_many`, each bucket prefetched [`BUCKETS_AHEAD`] keys ahead), then the
+//! decisions; a destination (source) equal to the packet before's is neither hashed nor
 //! looked up again.
 //! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //! - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
@@ -19,7 +20,7 @@
 use super::{BdCfg, L2Shared, STATIC};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, PREFETCH_AHEAD, SCRATCH_AHEAD};
-use sluice_infra::bihash::Home;
+use sluice_infra::bihash::{Home, Snapshot};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -61,18 +62,26 @@ const LOOK_DST: u8 = 1;
 const LOOK_SRC: u8 = 2;
 /// Finished in the first pass.
 const CROSS_CONNECTED: u8 = 4;
-/// The destination (source) key differs from the packet before's: its bucket is prefetched
-/// and looked up.
+/// The destination (source) key differs from the packet before's: it is the next of the
+/// frame's distinct destination (source) keys (`State::keys`), looked up in pass 2.
 const NEW_DST: u8 = 8;
 const NEW_SRC: u8 = 16;
-/// How many packets ahead of its lookups pass 2 prefetches buckets (pass 1 prefetches the
-/// first ones): enough misses in flight to hide the memory's latency, few enough that the
-/// buckets are still in L1 when read.
-const BUCKETS_AHEAD: usize = 16;
+/// How many keys ahead of its lookups pass 2 (`Snapshot::get_many`) prefetches buckets
+/// (pass 1 prefetches the first ones): enough misses in flight to hide the memory's
+/// latency, few enough that the buckets are still in L1 when read.
+const BUCKETS_AHEAD: usize = sluice_infra::bihash::BATCH;
 
 /// `l2-input` instance.
 pub struct L2Input {
+    /// The L2 FIB and the learning queue. `frame` borrows it beside `st` (disjoint fields)
+    /// rather than cloning the `Arc`: a clone per frame would write the refcount's cache
+    /// line, which every worker's `l2-input` shares.
     shared: Arc<L2Shared>,
+    pub(super) st: State,
+}
+
+/// `l2-input`'s per-thread state: everything but the shared FIB.
+pub(super) struct State {
     pub(super) bds: Vec<Option<BdCfg>>,
     /// `bds`' flags, same index.
     pub(super) flags: Vec<BdFlags>,
@@ -85,13 +94,16 @@ pub struct L2Input {
     out: Option<(u32, Next)>,
     /// Learning events of the current frame (capacity one frame: never reallocates).
     pending: Vec<(u64, u32)>,
-    /// Per frame, by packet: its lookups (`LOOK_*`); its destination and source keys and
-    /// their home buckets in the FIB snapshot of the frame (set where `LOOK_*` says).
+    /// Per frame, by packet: its lookups (`LOOK_*`, `NEW_*`).
     plan: [u8; sluice_graph::FRAME_SIZE],
-    dkeys: [u64; sluice_graph::FRAME_SIZE],
-    skeys: [u64; sluice_graph::FRAME_SIZE],
-    dhome: [Home; sluice_graph::FRAME_SIZE],
-    shome: [Home; sluice_graph::FRAME_SIZE],
+    /// Per frame, the distinct keys in packet order (one for each run of a MAC), their
+    /// home buckets in the FIB snapshot of the frame and what the FIB holds for them: the
+    /// destination keys from 0, the source keys from `FRAME_SIZE` in pass 1, moved down
+    /// to follow the destination keys for pass 2, which looks them all up in one loop (its
+    /// look-ahead runs on from the destination keys into the source keys).
+    keys: [u64; 2 * sluice_graph::FRAME_SIZE],
+    homes: [Home; 2 * sluice_graph::FRAME_SIZE],
+    vals: [Option<u64>; 2 * sluice_graph::FRAME_SIZE],
     /// Per frame: packets forwarded to a known MAC (counted once per frame).
     forwarded: u64,
 }
@@ -105,23 +117,26 @@ impl L2Input {
         const F: usize = sluice_graph::FRAME_SIZE;
         L2Input {
             shared,
-            bds: Vec::new(),
-            flags: Vec::new(),
-            recent: [(0, 0, 0); 64],
-            features,
-            slot,
-            out_any: false,
-            out: None,
-            pending: Vec::with_capacity(F),
-            plan: [0; F],
-            dkeys: [0; F],
-            skeys: [0; F],
-            dhome: [Home::default(); F],
-            shome: [Home::default(); F],
-            forwarded: 0,
+            st: State {
+                bds: Vec::new(),
+                flags: Vec::new(),
+                recent: [(0, 0, 0); 64],
+                features,
+                slot,
+                out_any: false,
+                out: None,
+                pending: Vec::with_capacity(F),
+                plan: [0; F],
+                keys: [0; 2 * F],
+                homes: [Home::default(); 2 * F],
+                vals: [None; 2 * F],
+                forwarded: 0,
+            },
         }
     }
+}
 
+impl State {
     /// The flags of bridge domain `bd` (not 0), through `last` (the last bridge domain
     /// looked at and its flags: a frame usually comes from one interface, so one bridge
     /// domain).
@@ -189,6 +204,21 @@ sluice_graph::counters! {
     }
 }
 
+/// Appends key `k` to a frame's distinct destination (`at` 0) or source (`at`
+/// `FRAME_SIZE`) keys in `keys`, `homes` (`i` of them so far): its home bucket,
+/// prefetched for the first [`BUCKETS_AHEAD`] of each kind (`Snapshot::get_many`
+/// prefetches the others).
+#[inline(always)]
+fn push_key(fib: &Snapshot<'_>, keys: &mut [u64], homes: &mut [Home], at: usize, i: usize, k: u64) {
+    let h = fib.home_only(k);
+    if i < BUCKETS_AHEAD {
+        fib.prefetch(h);
+    }
+    if let (Some(kk), Some(hh)) = (keys.get_mut(at + i), homes.get_mut(at + i)) {
+        (*kk, *hh) = (k, h);
+    }
+}
+
 /// The L2 FIB key of the 6-byte MAC at `h[at..at + 6]` in bridge domain `bd`: one 8-byte
 /// load (the two bytes after the MAC shifted out) instead of six byte moves.
 #[inline(always)]
@@ -198,15 +228,18 @@ fn key_at(h: &[u8; 14], at: usize, bd: u16) -> u64 {
 }
 
 impl NodeFn for L2Input {
-    /// Two passes over the frame, the L2 FIB lookups split between them (VPP's l2-input
-    /// hashes and prefetches ahead the same way): (1) every packet's bridge domain and MACs;
-    /// cross-connected packets are finished here; a bridged one's destination key (and its
-    /// source key when the bridge domain learns) is hashed to its home bucket; (2) each
-    /// bridged packet's lookups, which find their buckets in cache (prefetched
-    /// [`BUCKETS_AHEAD`] packets ahead: with a FIB bigger than the caches, 16 misses
-    /// overlap), and its decision.
+    /// Three passes over the frame, the L2 FIB lookups split from the parsing and the
+    /// decisions (VPP's l2-input hashes and prefetches ahead the same way): (1) every
+    /// packet's bridge domain and MACs; cross-connected packets are finished here; a
+    /// bridged one's destination key (and its source key when the bridge domain learns),
+    /// when it differs from the packet before's, is added to the frame's distinct keys and
+    /// hashed to its home bucket; (2) the lookups of the distinct keys, a tight loop that
+    /// finds its buckets in cache (prefetched [`BUCKETS_AHEAD`] keys ahead: with a FIB
+    /// bigger than the caches, 16 misses overlap) and keeps few values live; (3) each
+    /// bridged packet's decision.
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         const F: usize = sluice_graph::FRAME_SIZE;
+        let L2Input { shared, st } = self;
         let arena = cx.arena();
         let n = frame.len().min(F);
         let frame = &frame[..n];
@@ -214,9 +247,8 @@ impl NodeFn for L2Input {
         let FrameScratch { addrs, nexts } = &mut *s;
         arena.resolve(frame, SCRATCH_AHEAD, addrs);
         let addrs = &*addrs;
-        self.out_any = self.features.any(self.slot);
-        self.out = None;
-        let shared = Arc::clone(&self.shared);
+        st.out_any = st.features.any(st.slot);
+        st.out = None;
         // One array for the frame: the homes of pass 1 are its buckets.
         // SAFETY: `fib` and every `Home` from it live in this call only, and a worker reaches
         // a quiescent point only between frames (`Epochs::quiesce` at the top of the
@@ -225,11 +257,11 @@ impl NodeFn for L2Input {
         let fib = unsafe { shared.fib.snapshot() };
         let mut last = (0u16, BdFlags::default());
         let (mut xc, mut bridged, mut learns) = (0u64, false, false);
-        // The last destination and source keys hashed, with their homes: a packet to (from)
-        // the MAC of the packet before is not hashed again, nor looked up again in pass 2
-        // (VPP's l2-fwd and l2-learn keep such a cached key). 0 is never a bridged packet's
-        // key (its bridge domain would be 0).
-        let (mut dk, mut dh, mut sk, mut sh) = (0u64, Home::default(), 0u64, Home::default());
+        // The last destination and source keys: a packet to (from) the MAC of the packet
+        // before is not hashed again, nor looked up again in pass 2 (VPP's l2-fwd and
+        // l2-learn keep such a cached key). 0 is never a bridged packet's key (its bridge
+        // domain would be 0). `nd` (`ns`): the frame's distinct destination (source) keys.
+        let (mut dk, mut sk, mut nd, mut ns) = (0u64, 0u64, 0usize, 0usize);
         for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
             addrs.prefetch(j + PREFETCH_AHEAD, true);
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
@@ -238,98 +270,94 @@ impl NodeFn for L2Input {
             let bd = v.hdr.l2.bd_index;
             if bd == 0 {
                 xc += 1;
-                self.plan[j] = CROSS_CONNECTED;
-                *next = self.output(v.hdr.tx_if).0;
+                st.plan[j] = CROSS_CONNECTED;
+                *next = st.output(v.hdr.tx_if).0;
                 continue;
             }
             bridged = true;
             let mut p = 0;
-            let f = Self::flags_of(&self.flags, &mut last, bd);
+            let f = State::flags_of(&st.flags, &mut last, bd);
             if let (true, Some(h)) = (f.on, v.head::<14>()) {
                 if h[0] & 1 == 0 {
                     let k = key_at(h, 0, bd);
                     if k != dk {
-                        dh = fib.home_only(k);
-                        if j < BUCKETS_AHEAD {
-                            fib.prefetch(dh);
-                        }
                         dk = k;
+                        push_key(&fib, &mut st.keys, &mut st.homes, 0, nd, k);
+                        nd += 1;
                         p |= NEW_DST;
                     }
-                    self.dkeys[j] = k;
-                    self.dhome[j] = dh;
                     p |= LOOK_DST;
                 }
                 if f.learn && h[6] & 1 == 0 {
                     let k = key_at(h, 6, bd);
                     if k != sk {
-                        sh = fib.home_only(k);
-                        if j < BUCKETS_AHEAD {
-                            fib.prefetch(sh);
-                        }
                         sk = k;
+                        push_key(&fib, &mut st.keys, &mut st.homes, F, ns, k);
+                        ns += 1;
                         p |= NEW_SRC;
                     }
-                    self.skeys[j] = k;
-                    self.shome[j] = sh;
                     p |= LOOK_SRC;
                     learns = true;
                 }
             }
-            self.plan[j] = p;
+            st.plan[j] = p;
         }
         if xc != 0 {
             cx.count(L2Counter::Xconnect, xc);
         }
         if bridged {
             let now = if learns { cx.now_secs() as u32 } else { 0 };
-            // The last keys looked up and what the FIB held for them.
-            let (mut dk, mut dv, mut sk, mut sv) = (0u64, None, 0u64, None);
+            // The source keys follow the destination keys: one loop of lookups, whose
+            // look-ahead prefetches the first source keys' buckets again (pass 1's
+            // prefetches of them may be gone from L1 after the destination keys' lookups).
+            if ns != 0 && nd != F {
+                st.keys.copy_within(F..F + ns, nd);
+                st.homes.copy_within(F..F + ns, nd);
+            }
+            let m = nd + ns;
+            fib.get_many(&st.keys[..m], &st.homes[..m], &mut st.vals[..m]);
+            // The current destination and source keys' places in the distinct keys, and what
+            // the FIB held for them.
+            let (mut di, mut dv, mut si, mut sv) = (0usize, None, nd, None);
+            let mut sk = 0;
             for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
-                if let Some(&a) = self.plan[..n].get(j + BUCKETS_AHEAD) {
-                    if a & NEW_DST != 0 {
-                        fib.prefetch(self.dhome[j + BUCKETS_AHEAD]);
-                    }
-                    if a & NEW_SRC != 0 {
-                        fib.prefetch(self.shome[j + BUCKETS_AHEAD]);
-                    }
-                }
-                let p = self.plan[j];
+                let p = st.plan[j];
                 if p == CROSS_CONNECTED {
                     continue;
                 }
                 // SAFETY: as above.
                 let mut v = unsafe { arena.buffer_at(addrs, j, bi) };
                 let mut dst = None;
+                if p & NEW_DST != 0 {
+                    dv = st.vals.get(di).copied().flatten();
+                    di += 1;
+                }
                 if p & LOOK_DST != 0 {
-                    let k = self.dkeys[j];
-                    if k != dk {
-                        (dk, dv) = (k, fib.get(k, self.dhome[j]));
-                    }
                     dst = Some(dv);
                 }
-                if p & LOOK_SRC != 0 {
-                    let k = self.skeys[j];
-                    if k != sk {
-                        (sk, sv) = (k, fib.get(k, self.shome[j]));
-                    }
-                    self.learn(cx, &v, k, sv, now);
+                if p & NEW_SRC != 0 {
+                    sk = st.keys.get(si).copied().unwrap_or(0);
+                    sv = st.vals.get(si).copied().flatten();
+                    si += 1;
                 }
-                let f = Self::flags_of(&self.flags, &mut last, v.hdr.l2.bd_index);
-                *next = self.bridge(cx, &mut v, f, dst).0;
+                if p & LOOK_SRC != 0 {
+                    st.learn(cx, &v, sk, sv, now);
+                }
+                let f = State::flags_of(&st.flags, &mut last, v.hdr.l2.bd_index);
+                *next = st.bridge(cx, &mut v, f, dst).0;
             }
-            if self.forwarded != 0 {
-                cx.count(L2Counter::Forwarded, self.forwarded);
-                self.forwarded = 0;
+            if st.forwarded != 0 {
+                cx.count(L2Counter::Forwarded, st.forwarded);
+                st.forwarded = 0;
             }
         }
-        if !self.pending.is_empty() {
-            if let Ok(mut l) = self.shared.learned.lock() {
+        if !st.pending.is_empty() {
+            if let Ok(mut l) = shared.learned.lock() {
                 let room = 65536usize.saturating_sub(l.len());
-                let n = self.pending.len().min(room);
-                l.extend_from_slice(&self.pending[..n]);
+                let n = st.pending.len().min(room);
+                l.extend_from_slice(&st.pending[..n]);
             }
-            self.pending.clear();
+            st.pending.clear();
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
         cx.put_frame_scratch(s);
@@ -339,7 +367,7 @@ impl NodeFn for L2Input {
     }
 }
 
-impl L2Input {
+impl State {
     /// Learning: queues an event for source key `k` (FIB value `v`) of a frame received on
     /// `b`'s rx interface, unless the entry is static or fresh for that interface.
     #[inline(always)]

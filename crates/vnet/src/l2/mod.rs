@@ -197,12 +197,12 @@ fn publish(vm: &mut Vlib, bd: u16, cfg: Option<BdCfg>) {
     vm.foreach_thread(move |tg| {
         if let Some(n) = tg.node_mut::<L2Input>(node) {
             let i = bd as usize;
-            if n.bds.len() <= i {
-                n.bds.resize(i + 1, None);
-                n.flags.resize(i + 1, BdFlags::default());
+            if n.st.bds.len() <= i {
+                n.st.bds.resize(i + 1, None);
+                n.st.flags.resize(i + 1, BdFlags::default());
             }
-            n.flags[i] = BdFlags::of(cfg.as_ref());
-            n.bds[i] = cfg.clone();
+            n.st.flags[i] = BdFlags::of(cfg.as_ref());
+            n.st.bds[i] = cfg.clone();
         }
     });
 }

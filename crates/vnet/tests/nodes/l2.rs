@@ -145,8 +145,9 @@ fn runs_of_one_destination_in_a_frame_each_go_to_their_own_port() {
     t.assert_no_leaks();
 }
 
-/// A frame of 40 packets (past the 16-packet bucket look-ahead, with runs of one
-/// destination, source and bridge domain crossing index 16) from two rx interfaces in two
+/// A frame of 40 packets (12 distinct destination and 12 distinct source keys: under the
+/// 16-key bucket look-ahead, with runs of one destination, source and bridge domain
+/// crossing packet index 16) from two rx interfaces in two
 /// bridge domains that both hold MAC A (to different ports): each packet goes where its own
 /// bridge domain's FIB says, and each unknown source learns once per change of its rx
 /// interface (source E is static in one bridge domain only), so a destination or source
@@ -255,6 +256,119 @@ fn a_long_frame_across_two_bridge_domains_and_two_rx_ports() {
         ("filtered", filtered),
         ("learn_events", learns),
     ]);
+    t.assert_no_leaks();
+}
+
+/// A full frame (256 packets) where every bridged packet has a destination and a source of
+/// its own, so the frame has about 200 distinct keys of each kind: far past the
+/// 16-key bucket look-ahead, so `l2-input` hashes keys it does not prefetch in its first
+/// pass and prefetches ahead in its lookup loop. Cross-connected packets and broadcasts
+/// in between are no keys; known, unknown and hairpin destinations and static and
+/// unknown sources are interleaved, so a destination or source cursor that slips by one
+/// key anywhere in the frame sends a packet to the wrong port or learns the wrong MAC.
+/// The learning events are checked as the L2 FIB entries they become.
+#[test]
+fn a_full_frame_of_distinct_macs_goes_past_the_bucket_look_ahead() {
+    let (mut t, [l0, l1, l2]) = three_ports();
+    t.cli(
+        "set interface l2 bridge loop0 1
+         set interface l2 bridge loop1 1
+         set interface l2 bridge loop2 1",
+    );
+    let ports = [l0, l1, l2];
+    let n = sluice_graph::FRAME_SIZE;
+    let dst = |i: usize| [2, 0, 0, 1, (i >> 8) as u8, i as u8];
+    let src = |i: usize| [2, 0, 0, 2, (i >> 8) as u8, i as u8];
+    let xconnected = |i: usize| i % 13 == 6;
+    let broadcast = |i: usize| i % 16 == 7;
+    let rx = |i: usize| if (i / 7) % 2 == 0 { l0 } else { l1 };
+    // Every third destination is static (to loop0, loop1 or loop2 in turn: sometimes the rx
+    // interface), every fifth source static on its rx interface (never learned).
+    let known = |i: usize| (i % 3 == 0).then(|| ports[(i / 3) % 3]);
+    let static_src = |i: usize| i % 5 == 0;
+    let name = |p: u32| format!("loop{}", ports.iter().position(|&q| q == p).unwrap());
+    let mac = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let mut cli = String::new();
+    for i in (0..n).filter(|&i| !xconnected(i) && !broadcast(i)) {
+        if let Some(p) = known(i) {
+            cli += &format!("l2fib add {} 1 {} static\n", mac(dst(i)), name(p));
+        }
+    }
+    for i in (0..n).filter(|&i| !xconnected(i) && static_src(i)) {
+        cli += &format!("l2fib add {} 1 {} static\n", mac(src(i)), name(rx(i)));
+    }
+    t.cli(&cli);
+    let bufs: Vec<BufIdx> = (0..n)
+        .map(|i| {
+            let d = if broadcast(i) { [0xff; 6] } else { dst(i) };
+            let mut f = frame(d, src(i));
+            let last = f.len() - 1;
+            (f[last - 1], f[last]) = ((i >> 8) as u8, i as u8);
+            t.packet(&f, |h| {
+                if xconnected(i) {
+                    (h.rx_if, h.tx_if) = (l2, l0);
+                } else {
+                    h.rx_if = rx(i);
+                    h.l2.bd_index = 1;
+                }
+            })
+        })
+        .collect();
+    t.inject(&bufs);
+    let tag = |d: &[u8]| (d[d.len() - 2] as usize) << 8 | d[d.len() - 1] as usize;
+    let mut got: Vec<(usize, u32)> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| (tag(&p.data), p.hdr.tx_if))
+        .collect();
+    got.sort();
+    let mut want = Vec::new();
+    let (mut xc, mut forwarded, mut flooded, mut filtered) = (0, 0, 0, 0);
+    let mut learned = Vec::new();
+    for i in 0..n {
+        if xconnected(i) {
+            xc += 1;
+            want.push((i, l0));
+            continue;
+        }
+        if !static_src(i) {
+            learned.push((src(i), 1u16, rx(i), false));
+        }
+        match known(i).filter(|_| !broadcast(i)) {
+            Some(tx) if tx == rx(i) => filtered += 1,
+            Some(tx) => {
+                forwarded += 1;
+                want.push((i, tx));
+            }
+            None => {
+                flooded += 1;
+                want.extend(ports.iter().filter(|&&m| m != rx(i)).map(|&m| (i, m)));
+            }
+        }
+    }
+    want.sort();
+    assert_eq!(got, want);
+    assert!(xc > 16 && forwarded > 32 && filtered > 16 && flooded > 32);
+    t.assert_counters(&[
+        ("xconnect", xc),
+        ("forwarded", forwarded),
+        ("flooded", flooded),
+        ("filtered", filtered),
+        ("learn_events", learned.len() as u64),
+    ]);
+    let want_learned = learned.len() as u64;
+    run_until(&mut t, "l2-learn-process to take the events", |t| {
+        t.counter_of(sluice_vnet::l2::LEARN_PROCESS, "learned") >= want_learned
+    });
+    let mut dynamic = sluice_vnet::l2::l2fib_entries(&mut t.vm, None);
+    dynamic.retain(|e| !e.3);
+    learned.sort();
+    assert_eq!(dynamic, learned);
     t.assert_no_leaks();
 }
 
