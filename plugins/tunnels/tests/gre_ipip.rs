@@ -436,9 +436,15 @@ fn direct_decap_clears_the_bvi_and_local_flags() {
 /// (glean through `ip4-lookup`/`ip6-lookup` until it resolves, then stacked), a
 /// neighbour's new MAC (the next frame carries it) and a forgotten neighbour (glean: the
 /// encap's cached adjacency is not reused once the FIB changed), and a frame
-/// alternating a stacked tunnel and a gleaning one (the resolution is per run of packets
-/// to one tunnel). A stacked packet crosses the lookup node once (the inner packet), one
-/// on the lookup path twice.
+/// alternating a stacked tunnel and a gleaning one (each tunnel's entry keeps its own
+/// result, cached until the FIB change count moves). A stacked packet crosses the lookup
+/// node once (the inner packet), one on the lookup path twice.
+///
+/// These steps check the cache as a whole, not which write counts a change: the MAC
+/// change passes with any cache (the adjacency is rewritten in place and `ip4-rewrite`
+/// reads its contents), and `ip neighbor del` also removes the host route, which counts
+/// through the LPM whether or not the adjacency update does. `sluice-fib`'s
+/// `tests/changes.rs` checks the count of each write kind.
 #[test]
 fn ipip_encap_follows_the_underlay_route() {
     for v6 in [false, true] {
