@@ -56,10 +56,7 @@ pub trait FibRead {
     #[inline(always)]
     fn resolve(&self, fib: u32, a: Self::Addr, hash: u32) -> Option<u32> {
         let v = self.lookup(fib, a)?;
-        Some(match v >= LB_FLAG {
-            true => self.lbs().pick(v & (LB_FLAG - 1), hash),
-            false => v,
-        })
+        Some(crate::routes::adj_for(self.lbs(), v, hash))
     }
 
     /// The adjacency `a` resolves to in `fib` when a packet to it can go straight to
