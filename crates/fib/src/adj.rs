@@ -211,11 +211,13 @@ impl Adjacencies {
         self.by_key.get(key).copied()
     }
 
-    /// Replaces adjacency `i` (readers see the old or the new one, never a mix).
+    /// Replaces adjacency `i` (readers see the old or the new one, never a mix); counts a
+    /// FIB change ([`crate::changes`]).
     pub fn update(&mut self, i: u32, a: Adj) {
         if let Some(v) = self.values.get_mut(i as usize) {
             *v = a;
             self.table.put(i, &a);
+            crate::changed();
         }
     }
 

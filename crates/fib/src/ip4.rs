@@ -226,7 +226,7 @@ impl Ip4Lpm {
         self.alloc.alloc(&self.table.groups, epochs, fill)
     }
 
-    /// Adds or replaces a prefix.
+    /// Adds or replaces a prefix; counts a FIB change ([`crate::changes`]).
     pub fn insert(
         &mut self,
         epochs: &Epochs,
@@ -255,10 +255,11 @@ impl Ip4Lpm {
             self.n_routes += 1;
         }
         self.paint(p, len, leaf(len, value), |d| d <= len);
+        crate::changed();
         Ok(())
     }
 
-    /// Removes a prefix; returns its value.
+    /// Removes a prefix (counted as a FIB change, [`crate::changes`]); returns its value.
     pub fn remove(&mut self, epochs: &Epochs, prefix: u32, len: u8) -> Option<u32> {
         if len > 32 {
             return None;
@@ -276,6 +277,7 @@ impl Ip4Lpm {
         }
         self.paint(p, len, repl, |d| d == len);
         self.collapse(epochs, p, len);
+        crate::changed();
         Some(v)
     }
 

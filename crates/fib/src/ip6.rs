@@ -516,8 +516,20 @@ impl Ip6Lpm {
         self.alloc.alloc(&self.table.groups, epochs, fill)
     }
 
-    /// Adds or replaces a prefix.
+    /// Adds or replaces a prefix; counts a FIB change ([`crate::changes`]).
     pub fn insert(
+        &mut self,
+        epochs: &Epochs,
+        prefix: u128,
+        len: u8,
+        value: u32,
+    ) -> Result<(), LpmError> {
+        self.insert_prefix(epochs, prefix, len, value)?;
+        crate::changed();
+        Ok(())
+    }
+
+    fn insert_prefix(
         &mut self,
         epochs: &Epochs,
         prefix: u128,
@@ -640,8 +652,14 @@ impl Ip6Lpm {
         self.retired.len()
     }
 
-    /// Removes a prefix; returns its value.
+    /// Removes a prefix (counted as a FIB change, [`crate::changes`]); returns its value.
     pub fn remove(&mut self, epochs: &Epochs, prefix: u128, len: u8) -> Option<u32> {
+        let v = self.remove_prefix(epochs, prefix, len)?;
+        crate::changed();
+        Some(v)
+    }
+
+    fn remove_prefix(&mut self, epochs: &Epochs, prefix: u128, len: u8) -> Option<u32> {
         if len > 128 {
             return None;
         }

@@ -144,7 +144,7 @@ impl LoadBalances {
         self.free.push(i);
     }
 
-    /// Sets the paths of load-balance `i`.
+    /// Sets the paths of load-balance `i`; counts a FIB change ([`crate::changes`]).
     pub fn set(&mut self, i: u32, paths: &[(u32, u32)]) {
         let Some(s) = self.table.slot(i) else { return };
         let b = buckets_for(paths);
@@ -156,6 +156,7 @@ impl LoadBalances {
         }
         s.n.store(b.len() as u32, Ordering::Relaxed);
         s.seq.store(seq.wrapping_add(2), Ordering::Release);
+        crate::changed();
     }
 }
 

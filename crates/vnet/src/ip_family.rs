@@ -32,6 +32,77 @@ pub type AddrList<C> = Vec<(u32, Addr<C>, u8)>;
 /// A family's neighbour aging state, by (interface, address).
 pub type NbrAging<C> = Aging<(u32, Addr<C>)>;
 
+/// LPM values at or above this are load-balance indices (ECMP); below, adjacency indices.
+/// (Both families; `ip4::LB_FLAG` is the same constant.)
+pub use crate::routes::LB_FLAG;
+
+/// A family's forwarding read side (`ip4::Ip4Shared`, `ip6::Ip6Shared`: its FIBs,
+/// adjacencies and load-balances) for a node that resolves an address itself rather than
+/// sending the packet through `ip4-lookup`/`ip6-lookup`: the tunnel encap (stacking on the
+/// underlay's adjacency) and NAT44 (is the destination behind an outside interface?).
+pub trait FibRead {
+    /// The family's address (host order: `u32`, `u128`).
+    type Addr: Copy;
+    /// Longest-prefix match of `a` in FIB index `fib`: an adjacency, or [`LB_FLAG`] | a
+    /// load-balance (None: no route, or no such table).
+    fn lookup(&self, fib: u32, a: Self::Addr) -> Option<u32>;
+    /// The adjacency read side.
+    fn adjs(&self) -> &sluice_fib::adj::AdjTable;
+    /// The load-balance read side.
+    fn lbs(&self) -> &sluice_fib::lb::LbTable;
+
+    /// The adjacency a packet to `a` with flow hash `hash` leaves by: the lookup, and for
+    /// ECMP the load-balance's bucket for `hash`.
+    #[inline(always)]
+    fn resolve(&self, fib: u32, a: Self::Addr, hash: u32) -> Option<u32> {
+        let v = self.lookup(fib, a)?;
+        Some(crate::routes::adj_for(self.lbs(), v, hash))
+    }
+
+    /// The adjacency `a` resolves to in `fib` when a packet to it can go straight to
+    /// `ip4-rewrite`/`ip6-rewrite` with it: a single path to a resolved neighbour (a Rewrite
+    /// adjacency). None for everything the lookup node does more with — no route (counted
+    /// there), a drop route, a local destination, a neighbour not resolved yet (glean),
+    /// and ECMP (the lookup node hashes the packet's flow to a bucket).
+    #[inline]
+    fn stacked(&self, fib: u32, a: Self::Addr) -> Option<u32> {
+        let v = self.lookup(fib, a)?;
+        (v < LB_FLAG && self.adjs().kind(v) == AdjKind::Rewrite).then_some(v)
+    }
+}
+
+impl FibRead for crate::ip4::Ip4Shared {
+    type Addr = u32;
+    #[inline(always)]
+    fn lookup(&self, fib: u32, a: u32) -> Option<u32> {
+        crate::ip4::Ip4Shared::lookup(self, fib, a)
+    }
+    #[inline(always)]
+    fn adjs(&self) -> &sluice_fib::adj::AdjTable {
+        &self.adj
+    }
+    #[inline(always)]
+    fn lbs(&self) -> &sluice_fib::lb::LbTable {
+        &self.lb
+    }
+}
+
+impl FibRead for crate::ip6::Ip6Shared {
+    type Addr = u128;
+    #[inline(always)]
+    fn lookup(&self, fib: u32, a: u128) -> Option<u32> {
+        crate::ip6::Ip6Shared::lookup(self, fib, a)
+    }
+    #[inline(always)]
+    fn adjs(&self) -> &sluice_fib::adj::AdjTable {
+        &self.adj
+    }
+    #[inline(always)]
+    fn lbs(&self) -> &sluice_fib::lb::LbTable {
+        &self.lb
+    }
+}
+
 /// Locks a control-plane mutex, recovering it if a holder panicked.
 pub(crate) fn lock<T>(c: &Mutex<T>) -> MutexGuard<'_, T> {
     match c.lock() {

@@ -24,6 +24,16 @@ use crate::interface::SwIfIndex;
 /// LPM values at or above this are load-balance indices (ECMP); below, adjacency indices.
 pub const LB_FLAG: u32 = 1 << 23;
 
+/// The adjacency an LPM value `v` leaves by for flow hash `hash`: `v` itself, or for a
+/// load-balance ([`LB_FLAG`]) its bucket for `hash`.
+#[inline(always)]
+pub(crate) fn adj_for(lbs: &LbTable, v: u32, hash: u32) -> u32 {
+    match v >= LB_FLAG {
+        true => lbs.pick(v & (LB_FLAG - 1), hash),
+        false => v,
+    }
+}
+
 /// FIB indices (VRF tables per family, table 0 included).
 pub const MAX_FIBS: usize = 1024;
 
@@ -707,13 +717,7 @@ impl<L: Lpm> RouteTable<L> {
 
     /// The adjacency a lookup of `a` uses (an ECMP route: its first bucket's).
     pub fn lookup_adj(&self, lbs: &Lbs, a: L::Addr) -> Option<u32> {
-        self.lpm.lookup(a).map(|v| {
-            if v >= LB_FLAG {
-                lbs.table().pick(v & (LB_FLAG - 1), 0)
-            } else {
-                v
-            }
-        })
+        self.lpm.lookup(a).map(|v| adj_for(lbs.table(), v, 0))
     }
 
     /// `ip route add|del` on one prefix: with `del`, removes the given paths (all without

@@ -58,7 +58,8 @@ use sluice_fib::adj::AdjKind;
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE, SCRATCH_AHEAD};
 use sluice_infra::epoch::Epochs;
 use sluice_vnet::feature::{ArcRun, FeatureNext};
-use sluice_vnet::ip4::{Ip4Shared, LB_FLAG};
+use sluice_vnet::ip4::Ip4Shared;
+use sluice_vnet::ip_family::FibRead;
 use sluice_wire::ipv4::proto;
 use std::any::Any;
 use std::sync::Arc;
@@ -368,13 +369,8 @@ fn bad_counter(e: Bad) -> NatCounter {
 #[inline(always)]
 fn via_outside(ip4: Option<&Ip4Shared>, cfg: &Snapshot, fib: u32, dst: u32) -> bool {
     let Some(ip4) = ip4 else { return false };
-    let Some(v) = ip4.lookup(fib, dst) else {
+    let Some(adj) = ip4.resolve(fib, dst, 0) else {
         return false;
-    };
-    let adj = if v >= LB_FLAG {
-        ip4.lb.pick(v & (LB_FLAG - 1), 0)
-    } else {
-        v
     };
     let a = ip4.adj.get(adj);
     !matches!(a.kind, AdjKind::Drop | AdjKind::Local) && cfg.role(a.tx_if) & role::OUTSIDE != 0

@@ -853,7 +853,8 @@ fn set_insert(vm: &mut Vlib, sw: SwIfIndex, entry: Option<InsertEntry>) {
 fn set_encap(vm: &mut Vlib, sw: SwIfIndex, entry: Option<EncapEntry>) {
     if let Some(n) = vm.registry.find(ENCAP) {
         // The IPv6 underlay the encap stacks on (`tunnel::stacked`: the policy's first
-        // SID, the outer destination, looked up once per run of packets to one policy).
+        // SID, the outer destination; the result is cached in the policy's entry until the
+        // FIB change count moves).
         let underlay = tunnel::Underlay::of(vm, true);
         vm.foreach_thread(move |tg| {
             if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {

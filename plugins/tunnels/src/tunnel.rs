@@ -24,8 +24,10 @@
 //!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag.
 //! - next: `rewrite` (`ip4-rewrite` or `ip6-rewrite`, `ip.adj_index` set: stacked on the
 //!   underlay's adjacency — the encap looks the tunnel's destination up in the underlay
-//!   table once per run of packets to one tunnel in a frame, `stacked`, and when that
-//!   is a single resolved neighbour the packet skips the second lookup; a VXLAN tunnel to
+//!   table, `stacked`, and when that is a single resolved neighbour the packet skips the
+//!   second lookup; the result is cached in the tunnel's entry (per thread) until the FIB
+//!   change count ([`sluice_fib::changes`], read once per frame) moves, so a route or
+//!   neighbour change is followed from the next frame on; a VXLAN tunnel to
 //!   a multicast group: the group's adjacency on the tunnel's multicast interface);
 //!   `lookup` (`ip4-lookup` or `ip6-lookup`: no route, ECMP, local, unresolved neighbour
 //!   or drop route, which the lookup node handles and counts); `drop` (`error-drop`).
@@ -79,6 +81,7 @@ use sluice_graph::{CounterDesc, CounterId, Cx, Next, TraceRecord};
 use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
+use sluice_vnet::ip_family::FibRead;
 use sluice_wire::checksum;
 use sluice_wire::ethernet::ethertype;
 use std::collections::HashMap;
@@ -155,6 +158,12 @@ pub struct EncapEntry {
     /// A tunnel to a multicast group: the adjacency to the group on its interface (the
     /// packet goes to the rewrite directly: there is no multicast FIB to look it up in).
     pub adj: Option<u32>,
+    /// What [`stacked`] last returned for the tunnel's destination (None: the lookup arc),
+    /// this thread's cache, valid while the FIB change count ([`sluice_fib::changes`]) is
+    /// `stack_at`.
+    stack: Option<u32>,
+    /// The FIB change count read before `stack` was resolved (`u64::MAX`: not yet).
+    stack_at: u64,
 }
 
 /// The outer IP header for `src` → `dst` (same family) carrying `proto`, lengths and
@@ -190,6 +199,8 @@ impl EncapEntry {
             fib_index,
             ip4_sum,
             adj: None,
+            stack: None,
+            stack_at: u64::MAX,
         }
     }
 }
@@ -327,29 +338,16 @@ impl Underlay {
     }
 }
 
-/// The adjacency the underlay's table `fib` resolves `dst` to (IPv4 in the low 32 bits),
-/// when the packet can go straight to `ip4-rewrite`/`ip6-rewrite` with it: a single path
-/// to a resolved neighbour (a Rewrite adjacency). None for everything `ip4-lookup` /
-/// `ip6-lookup` does more with — no route (counted there), a drop route, a local
-/// destination, a neighbour not resolved yet (glean: ARP/ND), and ECMP (a load-balance:
-/// the lookup node hashes the outer flow to a bucket) — so those packets take the lookup
-/// arc. `last` is the adjacency last found a Rewrite one in this frame (its kind is not
-/// read again).
-#[inline(always)]
-fn stacked(u: &Underlay, fib: u32, dst: u128, last: &mut u32) -> Option<u32> {
-    use sluice_fib::adj::AdjKind;
-    let (r, adj) = match u {
-        Underlay::V4(s) => (s.lookup(fib, dst as u32)?, &s.adj),
-        Underlay::V6(s) => (s.lookup(fib, dst)?, &s.adj),
-    };
-    if r == *last {
-        return Some(r);
+/// The adjacency the underlay's table `fib` resolves `dst` to (IPv4 in the low 32 bits)
+/// when the packet can go straight to `ip4-rewrite`/`ip6-rewrite` with it (the family's
+/// [`FibRead::stacked`]); None: the lookup arc. The encap caches the result in the
+/// tunnel's entry until the FIB changes.
+#[inline(never)]
+fn stacked(u: &Underlay, fib: u32, dst: u128) -> Option<u32> {
+    match u {
+        Underlay::V4(s) => s.stacked(fib, dst as u32),
+        Underlay::V6(s) => s.stacked(fib, dst),
     }
-    if r >= sluice_vnet::ip4::LB_FLAG || adj.kind(r) != AdjKind::Rewrite {
-        return None;
-    }
-    *last = r;
-    Some(r)
 }
 
 /// The destination of a tunnel's rewrite (its outer IP header's; IPv4 in the low 32 bits).
@@ -365,24 +363,6 @@ fn rewrite_dst(rw: &[u8; MAX_REWRITE], ip6: bool) -> u128 {
             u128::from_be_bytes(a)
         }),
     }
-}
-
-/// Per frame: the tunnel whose packet was last stacked and its adjacency (None: the
-/// lookup arc), and the last Rewrite adjacency [`stacked`] found. Reset every frame, as
-/// `ip4-lookup` forgets its last adjacency: a route or neighbour change shows from the
-/// next frame on.
-struct StackMemo {
-    sw: u32,
-    adj: Option<u32>,
-    last_rewrite: u32,
-}
-
-impl StackMemo {
-    const NEW: StackMemo = StackMemo {
-        sw: u32::MAX,
-        adj: None,
-        last_rewrite: u32::MAX,
-    };
 }
 
 /// How many packets ahead [`Encap`] prefetches a packet's tunnel entry (its buffer header
@@ -425,13 +405,15 @@ impl sluice_graph::NodeFn for Encap {
         for i in 0..ENCAP_AHEAD.min(n) {
             fetch(&self.table, i);
         }
-        let mut memo = StackMemo::NEW;
+        // Read once per frame, before any lookup: a route or neighbour change shows from
+        // the next frame on, as in `ip4-lookup`.
+        let now = sluice_fib::changes();
         for (i, (next, &bi)) in nexts[..n].iter_mut().zip(frame).enumerate() {
             addrs.prefetch(i + 2 * ENCAP_AHEAD, true);
             fetch(&self.table, i + ENCAP_AHEAD);
             // SAFETY: as above; the view of packet `i` lives for this iteration only.
             let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-            *next = self.process_one(cx, &mut b, &mut memo).0;
+            *next = self.process_one(cx, &mut b, now).0;
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
         cx.put_frame_scratch(s);
@@ -481,12 +463,13 @@ fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
 }
 
 impl Encap {
-    /// Encapsulates packet `b` for its tunnel (`tx_if`): its next arc.
+    /// Encapsulates packet `b` for its tunnel (`tx_if`): its next arc. `now`: the FIB
+    /// change count read at the start of the frame.
     #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>, memo: &mut StackMemo) -> Next {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>, now: u64) -> Next {
         use EncapCounter as c;
         let sw = b.hdr.tx_if;
-        let Some(e) = self.table.get(sw) else {
+        let Some(e) = self.table.get_mut(sw) else {
             b.hdr.error = cx.error(c::NoTunnel);
             return EncapNext::Drop.into();
         };
@@ -515,16 +498,16 @@ impl Encap {
         let (ip6, kind, fib, ip4_sum, mut adj) = (e.ip6, e.kind, e.fib_index, e.ip4_sum, e.adj);
         if adj.is_none() {
             // Stacked on the underlay's adjacency for the tunnel's destination, looked up
-            // once per run of packets to one tunnel in a frame.
-            if sw != memo.sw {
+            // again only when the FIB changed since the entry's last lookup.
+            if e.stack_at != now {
                 let dst = rewrite_dst(&e.rewrite, ip6);
-                memo.sw = sw;
-                memo.adj = match &self.underlay {
-                    Some(u) => stacked(u, fib, dst, &mut memo.last_rewrite),
+                e.stack = match &self.underlay {
+                    Some(u) => stacked(u, fib, dst),
                     None => None,
                 };
+                e.stack_at = now;
             }
-            adj = memo.adj;
+            adj = e.stack;
         }
         if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu { .. }) && chained {
             b.hdr.error = cx.error(c::ChainedIp6);

@@ -433,10 +433,18 @@ fn direct_decap_clears_the_bvi_and_local_flags() {
 /// tunnel reconfiguration: a new next hop for the tunnel's destination, ECMP (the lookup
 /// path, which hashes the flow), the route deleted (the lookup path, counted `no_route`
 /// there, not a stale adjacency), and a neighbour resolving on a connected destination
-/// (glean through `ip4-lookup`/`ip6-lookup` until it resolves, then stacked), and a frame
-/// alternating a stacked tunnel and a gleaning one (the resolution is per run of packets
-/// to one tunnel). A stacked packet crosses the lookup node once (the inner packet), one
-/// on the lookup path twice.
+/// (glean through `ip4-lookup`/`ip6-lookup` until it resolves, then stacked), a
+/// neighbour's new MAC (the next frame carries it) and a forgotten neighbour (glean: the
+/// encap's cached adjacency is not reused once the FIB changed), and a frame
+/// alternating a stacked tunnel and a gleaning one (each tunnel's entry keeps its own
+/// result, cached until the FIB change count moves). A stacked packet crosses the lookup
+/// node once (the inner packet), one on the lookup path twice.
+///
+/// These steps check the cache as a whole, not which write counts a change: the MAC
+/// change passes with any cache (the adjacency is rewritten in place and `ip4-rewrite`
+/// reads its contents), and `ip neighbor del` also removes the host route, which counts
+/// through the LPM whether or not the adjacency update does. `sluice-fib`'s
+/// `tests/changes.rs` checks the count of each write kind.
 #[test]
 fn ipip_encap_follows_the_underlay_route() {
     for v6 in [false, true] {
@@ -537,6 +545,37 @@ fn ipip_encap_follows_the_underlay_route() {
             l, inner_lookups,
             "v6 {v6}: the stacked packets skip the lookup"
         );
+        // Only .2's MAC changes (its adjacency rewritten in place): the next frame goes
+        // to the new MAC, still stacked.
+        let mac22 = [0x02, 0, 0, 0, 0, 0x22];
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip neighbor pg0 {nh2} 02:00:00:00:00:22 static"),
+        );
+        let (out, l) = send(&mut vm, NET0);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] == mac22), "v6 {v6}: .2's new MAC");
+        assert_eq!(l, inner_lookups, "v6 {v6}");
+        // .2 forgotten (its adjacency becomes incomplete, the route stays): the lookup
+        // path (glean), no data sent, not the stale adjacency.
+        cli(&mut vm, &t, &format!("ip neighbor del pg0 {nh2}"));
+        let (out, l) = send(&mut vm, NET0);
+        assert!(
+            out.is_empty(),
+            "v6 {v6}: nothing sent to a forgotten neighbour"
+        );
+        assert_eq!(l, inner_lookups + 4, "v6 {v6}: glean through the lookup");
+        // .2 back: stacked again.
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip neighbor pg0 {nh2} 02:00:00:00:00:02 static"),
+        );
+        let (out, l) = send(&mut vm, NET0);
+        assert_eq!(out.len(), 4, "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] == PEER_MAC), "v6 {v6}");
+        assert_eq!(l, inner_lookups, "v6 {v6}");
         // A new next hop (.3): the packets follow it, still stacked.
         clis(
             &mut vm,

@@ -739,6 +739,12 @@ impl<T> SwTable<T> {
         self.slots.get(sw as usize).and_then(Option::as_ref)
     }
 
+    /// The entry of interface `sw`, to update a node's cache in it.
+    #[inline]
+    pub fn get_mut(&mut self, sw: u32) -> Option<&mut T> {
+        self.slots.get_mut(sw as usize).and_then(Option::as_mut)
+    }
+
     /// Hints the CPU to fetch the entry of interface `sw`, every cache line of it (nothing
     /// for an index beyond the table): for a node that prefetches the entries of the
     /// packets ahead (the tunnel encap node).
