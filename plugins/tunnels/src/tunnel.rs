@@ -831,6 +831,20 @@ fn key_words(k: &DecapKey) -> [u64; 5] {
     ]
 }
 
+/// A decap table's hash of `k` from `seed` (of which [`DecapTable::home`] keeps the top
+/// bits): the table and key word, seeded, multiplied, folded with the two addresses
+/// (lossless for IPv4: the source in the low half, the destination in the high), and
+/// multiplied again, whose top bits depend on every bit of the product's input — two
+/// multiplies where [`DecapHasher`] (the control plane's maps) takes three and a
+/// finaliser.
+#[inline(always)]
+fn slot_hash(seed: u64, k: &DecapKey) -> u64 {
+    let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(23);
+    let a = ((k.fib as u64) << 32 | (k.sub as u64) << 24 ^ k.key as u64) ^ seed;
+    let b = fold(k.src) ^ fold(k.dst).rotate_left(32);
+    (a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
 /// The offset of the last byte [`DecapEntry::count_rx`] adds to in a counters row.
 const RX_LAST: usize =
     (sluice_vnet::interface::counter::RX_BYTES + 1) * std::mem::size_of::<Counter>() - 1;
@@ -861,6 +875,8 @@ pub struct DecapTable {
     len: usize,
     /// The hash's seed.
     seed: u64,
+    /// 64 − log2(the slots): [`DecapTable::home`] keeps the hash's top bits.
+    shift: u32,
     /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` (or,
     /// for an L3 tunnel, [`l3_mode`]) reads next (prefetched with the counters; None in a
     /// runtime without vnet).
@@ -898,6 +914,7 @@ impl DecapTable {
             keep: (0..MIN_SLOTS).map(|_| None).collect(),
             len: 0,
             seed,
+            shift: 64 - MIN_SLOTS.trailing_zeros(),
             if_attrs: None,
             l2_features: None,
         }
@@ -946,6 +963,7 @@ impl DecapTable {
         keep.resize(n, None);
         let old = std::mem::replace(&mut self.slots, slots.into_boxed_slice());
         let old_keep = std::mem::replace(&mut self.keep, keep.into_boxed_slice());
+        self.shift = 64 - n.trailing_zeros();
         for (e, c) in old.into_vec().into_iter().zip(old_keep.into_vec()) {
             if let Some(e) = e {
                 let i = self.free_slot(self.home(&e.key()) as usize);
@@ -963,13 +981,11 @@ impl DecapTable {
         }
         i & m
     }
-    /// The slot where the probe for `k` starts.
+    /// The slot where the probe for `k` starts: the top bits of [`slot_hash`] (as many as
+    /// the slots need).
     #[inline(always)]
     fn home(&self, k: &DecapKey) -> u32 {
-        use std::hash::{Hash, Hasher};
-        let mut h = DecapHasher(self.seed);
-        k.hash(&mut h);
-        (h.finish() as usize & (self.slots.len() - 1)) as u32
+        (slot_hash(self.seed, k) >> self.shift) as u32
     }
     /// The slot where the probe for `k` starts ([`DecapTable::lookup_frame`]'s `homes`),
     /// prefetched.
@@ -1019,7 +1035,7 @@ impl DecapTable {
     pub fn l2_tables(&self) -> Option<L2Tables<'_>> {
         let (features, slot) = self.l2_features.as_ref()?;
         Some(L2Tables {
-            features,
+            features: features.any(*slot).then_some(&**features),
             slot: *slot,
         })
     }
@@ -1028,7 +1044,8 @@ impl DecapTable {
 /// `ethernet-input`'s `l2-input` arc features, for [`l2_mode`].
 #[derive(Clone, Copy)]
 pub struct L2Tables<'a> {
-    features: &'a FeatureNext,
+    /// The features (None: no interface has one; read once per frame).
+    features: Option<&'a FeatureNext>,
     slot: usize,
 }
 
@@ -1070,8 +1087,8 @@ pub fn l2_mode(t: L2Tables<'_>, e: &DecapEntry) -> L2Mode {
     // An `l2-input` feature on this tunnel (not on any interface).
     const NONE: Next = Next(u16::MAX);
     if m != L2Mode::Ethernet
-        && t.features.any(t.slot)
-        && t.features.next(t.slot, e.sw_if, NONE) != NONE
+        && t.features
+            .is_some_and(|f| f.next(t.slot, e.sw_if, NONE) != NONE)
     {
         return L2Mode::Ethernet;
     }
@@ -2683,6 +2700,81 @@ mod tests {
             }
         }
         assert!(t.slots.len() > MIN_SLOTS);
+    }
+
+    #[test]
+    fn decap_table_many_keys_each_differing_in_one_word() {
+        // Five sets of 4096 tunnels; in each the keys differ in one word of the key only
+        // (the table and VNI, the source's low or high half, the destination's low or high
+        // half: the last word compared). Each key finds its own tunnel, keys one bit off
+        // in any word miss, and no key probes far from its home: a slot hash that lost a
+        // word would home a whole set on one slot.
+        let base = DecapKey {
+            fib: 2,
+            key: 7,
+            sub: 0,
+            src: 0x2001_0db8_0000_0000_0000_0000_0000_0002,
+            dst: 0x2001_0db8_0000_0000_0000_0000_0000_0001,
+        };
+        let vary = |w: u32, n: u32| {
+            let mut k = base;
+            let n128 = (n as u128) << 8;
+            match w {
+                0 => k.key = n,
+                1 => k.src |= n128,
+                2 => k.src |= n128 << 64,
+                3 => k.dst |= n128,
+                _ => k.dst |= n128 << 64,
+            }
+            k
+        };
+        for seed in [0, 5, 0x5eed] {
+            let mut t = DecapTable::with_seed(seed);
+            let keys: Vec<DecapKey> = (0..5)
+                .flat_map(|w| (1..=4096).map(move |n| (w, n)))
+                .map(|(w, n)| vary(w, n))
+                .collect();
+            for (i, k) in keys.iter().enumerate() {
+                t.insert(*k, &entry(i as u32), 0).unwrap();
+            }
+            assert_eq!(t.len(), keys.len());
+            let m = t.slots.len() - 1;
+            let mut longest = 0;
+            for (i, k) in keys.iter().enumerate() {
+                let r = t.lookup(k);
+                assert_eq!(sw_of(&t, r), Some(i as u32), "seed {seed} key {i}");
+                longest = longest.max((r as usize).wrapping_sub(t.home(k) as usize) & m);
+                // One bit off in the table, the sub-type or any address word: no tunnel.
+                let off = [
+                    DecapKey {
+                        fib: k.fib ^ 1,
+                        ..*k
+                    },
+                    DecapKey { sub: 1, ..*k },
+                    DecapKey {
+                        src: k.src ^ 1 << 100,
+                        ..*k
+                    },
+                    DecapKey {
+                        dst: k.dst ^ 1 << 127,
+                        ..*k
+                    },
+                    DecapKey {
+                        dst: k.dst ^ 1 << 2,
+                        ..*k
+                    },
+                ];
+                for o in off {
+                    assert_eq!(t.lookup(&o), MISS, "seed {seed} key {i}: {o:?}");
+                }
+            }
+            assert!(
+                longest < 64,
+                "seed {seed}: a probe {longest} slots from its home"
+            );
+            let want: Vec<_> = (0..keys.len() as u32).map(Some).collect();
+            assert_eq!(frame(&t, &keys), want, "seed {seed}");
+        }
     }
 
     #[test]
