@@ -627,10 +627,11 @@ impl std::hash::Hash for DecapKey {
     }
 }
 
-/// The decap tables' hasher: a multiply-rotate over the key's three words (about 10
-/// instructions against SipHash's few hundred for the 40-byte key). [`DecapTable`] starts
-/// it from a random seed per table; the control plane's maps (`Tunnels`) start it from 0:
-/// only the control plane inserts (the operator's tunnels), packets only look up.
+/// The control plane's hasher of decap keys (`Tunnels`' maps, started from 0): a
+/// multiply-rotate over the key's three words (about 10 instructions against SipHash's
+/// few hundred for the 40-byte key). The per-thread [`DecapTable`]s hash with
+/// `slot_hash` instead (seeded per table, two multiplies and no finaliser: the decap
+/// node hashes every new key of a frame).
 #[derive(Default, Clone, Copy)]
 pub struct DecapHasher(u64);
 
