@@ -268,7 +268,7 @@ impl WideKeyHash {
 /// The 128-bit product of `x` and `y` with its halves xored (one `mul` on x86-64, `mul` and
 /// `umulh` on aarch64): every output bit depends on every input bit.
 #[inline(always)]
-fn folded_multiply(x: u64, y: u64) -> u64 {
+pub fn folded_multiply(x: u64, y: u64) -> u64 {
     let p = x as u128 * y as u128;
     p as u64 ^ (p >> 64) as u64
 }
