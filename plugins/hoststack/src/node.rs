@@ -713,6 +713,20 @@ fn tcp_segment(
     Some(bi)
 }
 
+/// What [`SessionQueue::watch`] holds: each attached application's segment and geometry.
+fn watch_of(
+    sm: &SessionMain,
+) -> Vec<(
+    Arc<sluice_infra::shm::Region>,
+    sluice_session::seg::Geometry,
+)> {
+    sm.apps
+        .iter()
+        .flatten()
+        .map(|a| (a.seg.clone(), a.g))
+        .collect()
+}
+
 /// `session-queue`.
 pub struct SessionQueue {
     sm: Shared,
@@ -1107,12 +1121,7 @@ impl SessionQueue {
         }
         if self.apps_gen != sm.apps_gen {
             self.apps_gen = sm.apps_gen;
-            self.watch = sm
-                .apps
-                .iter()
-                .flatten()
-                .map(|a| (a.seg.clone(), a.g))
-                .collect();
+            self.watch = watch_of(sm);
         }
         // `poll_worker` took this poll's tokens.
         for &a in &self.irqs {
@@ -1172,12 +1181,7 @@ impl NodeFn for SessionQueue {
             sm.graph = Some(cx.shared().clone());
         }
         if self.kick.swap(false, std::sync::atomic::Ordering::Acquire) {
-            self.watch = sm
-                .apps
-                .iter()
-                .flatten()
-                .map(|a| (a.seg.clone(), a.g))
-                .collect();
+            self.watch = watch_of(&sm);
             // Every change of the attached applications kicks: a busy main thread collects
             // the control sockets every 50 µs only while requests may come.
             cx.want_prompt_irqs(sm.expects_requests());
