@@ -757,29 +757,15 @@ fn topology_change_a_stuck_worker_did_not_take_is_an_error() {
     assert!(vm.main.has_node(late_i));
     let drop_i = vm.registry.lookup("error-drop").unwrap();
     assert_eq!(vm.add_next(late_i, drop_i), Err(not_taken.clone()));
-    // Found, but the worker has not taken it: still an error, at once (no second wait,
-    // no job queued behind the stuck one).
-    let t = std::time::Instant::now();
+    // Found, but the worker has not taken it: still an error.
     assert_eq!(vm.add_next(late_i, drop_i), Err(not_taken.clone()));
-    assert!(t.elapsed() < wait / 2, "waited {:?}", t.elapsed());
     assert_eq!(
         not_taken.to_string(),
         "thread(s) 1 did not take the graph change within 0.2 s: they take it when they answer"
     );
-    // The worker answers: its queue runs in order, and the arc is Ok once its answer to
-    // the last change is in (no barrier needed).
+    // The worker answers: its queue runs in order, and the arc is Ok.
     stuck.release(&mut vm);
-    let t = std::time::Instant::now();
-    let next = loop {
-        match vm.add_next(late_i, drop_i) {
-            Ok(n) => break n,
-            Err(e) if t.elapsed() < Duration::from_secs(10) => {
-                assert!(matches!(e, GraphError::NotTaken { .. }), "{e}");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => panic!("the worker never answered: {e}"),
-        }
-    };
+    let next = vm.add_next(late_i, drop_i).expect("every thread answers");
     assert_eq!(next, Next(0));
     assert_eq!(vm.on_thread(1, move |tg| tg.has_node(late_i)), Some(true));
     vm.stop_workers();

@@ -119,12 +119,10 @@ pub struct Vlib {
     /// How long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for a worker
     /// ([`Vlib::THREAD_WAIT`] unless [`Vlib::set_thread_wait`] changed it).
     thread_wait: Duration,
-    /// The threads that did not run the last barrier's job ([`Vlib::foreach_thread`], a
-    /// topology change of [`Vlib::add_node`] / [`Vlib::add_next`]) in time, each with that
-    /// job's answer still to come. A thread takes its jobs in order, so once that answer is
-    /// in it has taken every change before; until then an arc [`Vlib::add_next`] finds is
-    /// an error, checked without waiting or queueing another job.
-    late: Vec<(usize, mpsc::Receiver<()>)>,
+    /// The threads that did not take the last topology change ([`Vlib::add_node`],
+    /// [`Vlib::add_next`]) in time: until one finds every thread answering, an arc
+    /// [`Vlib::add_next`] finds is checked with a barrier of its own.
+    late: Vec<usize>,
 }
 
 /// Pins the calling thread to `core`.
@@ -275,8 +273,7 @@ impl Vlib {
     /// [`Vlib::foreach_thread`], and the threads that did not run `f` to its end within
     /// [`Vlib::thread_wait`] each (`f` stays queued on those, and runs when they take
     /// their queue: in order, after every change posted before it) or whose `f`
-    /// panicked, in thread order. The barrier also renews what [`Vlib::add_next`] knows
-    /// of late threads: none when every thread answered.
+    /// panicked, in thread order.
     pub fn foreach_thread_late(
         &mut self,
         f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static,
@@ -297,46 +294,37 @@ impl Vlib {
             );
             waits.push(rx);
         }
-        self.late.clear();
+        let mut late = Vec::new();
         for (rx, w) in waits.into_iter().zip(&self.workers) {
             if rx.recv_timeout(self.thread_wait).is_err() {
-                self.late.push((w.index, rx));
+                late.push(w.index);
             }
         }
-        self.late.iter().map(|(t, _)| *t).collect()
+        late
     }
 
     /// A topology change's barrier: `f` on every thread, an error naming the threads that
-    /// did not take it ([`GraphError::NotTaken`]). Those are remembered until their answer
-    /// comes or a later barrier finds every thread answering (each thread takes its changes
-    /// in order, so one that answers has taken the earlier ones too).
+    /// did not take it ([`GraphError::NotTaken`]). Those are remembered until a later
+    /// barrier finds every thread answering (each thread takes its changes in order, so
+    /// one that answers has taken the earlier ones too).
     fn topology_change(
         &mut self,
         f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static,
     ) -> Result<(), GraphError> {
         let late = self.foreach_thread_late(f);
         if late.is_empty() {
+            self.late.clear();
             return Ok(());
         }
         log::warn!(
             "graph: thread(s) {late:?} did not take a topology change within {:?}",
             self.thread_wait
         );
-        Err(self.not_taken(late))
-    }
-
-    fn not_taken(&self, threads: Vec<usize>) -> GraphError {
-        GraphError::NotTaken {
-            threads,
+        self.late = late.clone();
+        Err(GraphError::NotTaken {
+            threads: late,
             wait: self.thread_wait,
-        }
-    }
-
-    /// The threads still late: those whose answer to their last barrier has not come (a
-    /// thread whose job panicked never answers). Does not wait.
-    fn still_late(&mut self) -> Vec<usize> {
-        self.late.retain(|(_, rx)| rx.try_recv().is_err());
-        self.late.iter().map(|(t, _)| *t).collect()
+        })
     }
 
     /// How long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for each worker.
@@ -353,10 +341,10 @@ impl Vlib {
     /// Adds (or finds) the arc `from -> to` on every thread.
     ///
     /// While any thread is late (an earlier change it did not take within
-    /// [`Vlib::thread_wait`] and has not answered since), an arc that exists is an error
-    /// at once ([`GraphError::NotTaken`], no wait, no job queued on the late thread); a new
-    /// arc runs a barrier as always. A worker whose queued job panicked (no job catches a
-    /// panic: its thread ends) never answers again: the errors are then permanent.
+    /// [`Vlib::thread_wait`]), every call, even for an arc that exists, runs a barrier and
+    /// fails with [`GraphError::NotTaken`] after that wait, until a barrier finds every
+    /// thread answering. A worker whose queued job panicked (no job catches a panic: its
+    /// thread ends) never answers again: the errors are then permanent.
     pub fn add_next(&mut self, from: NodeIndex, to: NodeIndex) -> Result<Next, GraphError> {
         let before = self.registry.node(from).nexts.len();
         let next = self.registry.add_next(from, to)?;
@@ -366,10 +354,7 @@ impl Vlib {
         } else if !self.late.is_empty() {
             // An arc found, but added (or a node made) while some thread did not answer:
             // it is Ok only once every thread has taken the changes before.
-            let late = self.still_late();
-            if !late.is_empty() {
-                return Err(self.not_taken(late));
-            }
+            self.topology_change(|_| {})?;
         }
         Ok(next)
     }
