@@ -757,13 +757,17 @@ fn topology_change_a_stuck_worker_did_not_take_is_an_error() {
     assert!(vm.main.has_node(late_i));
     let drop_i = vm.registry.lookup("error-drop").unwrap();
     assert_eq!(vm.add_next(late_i, drop_i), Err(not_taken.clone()));
-    // Found, but the worker has not taken it: still an error.
+    // Found, but the worker has not taken it: still an error, after waiting for the
+    // worker's pending answer (no new job queued behind the stuck one).
+    let t = std::time::Instant::now();
     assert_eq!(vm.add_next(late_i, drop_i), Err(not_taken.clone()));
+    assert!(t.elapsed() >= wait / 2, "did not wait: {:?}", t.elapsed());
     assert_eq!(
         not_taken.to_string(),
         "thread(s) 1 did not take the graph change within 0.2 s: they take it when they answer"
     );
-    // The worker answers: its queue runs in order, and the arc is Ok.
+    // The worker answers: its queue runs in order, and the arc is Ok at the first call
+    // after the release (it waits for the answer that is on its way).
     stuck.release(&mut vm);
     let next = vm.add_next(late_i, drop_i).expect("every thread answers");
     assert_eq!(next, Next(0));

@@ -119,10 +119,12 @@ pub struct Vlib {
     /// How long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for a worker
     /// ([`Vlib::THREAD_WAIT`] unless [`Vlib::set_thread_wait`] changed it).
     thread_wait: Duration,
-    /// The threads that did not take the last topology change ([`Vlib::add_node`],
-    /// [`Vlib::add_next`]) in time: until one finds every thread answering, an arc
-    /// [`Vlib::add_next`] finds is checked with a barrier of its own.
-    late: Vec<usize>,
+    /// The threads that did not take a topology change ([`Vlib::add_node`],
+    /// [`Vlib::add_next`]) in time, each with the answer still to come of the last job
+    /// posted to it by a barrier. A thread takes its jobs in order, so once that answer is
+    /// in it has taken every change before; until then an arc [`Vlib::add_next`] finds
+    /// waits for that answer (no new job queued behind the late one).
+    late: Vec<(usize, mpsc::Receiver<()>)>,
 }
 
 /// Pins the calling thread to `core`.
@@ -278,6 +280,19 @@ impl Vlib {
         &mut self,
         f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static,
     ) -> Vec<usize> {
+        self.barrier(f, false)
+    }
+
+    /// `f` on every thread (main first), waiting [`Vlib::thread_wait`] for each worker;
+    /// the late threads, in thread order. What [`Vlib::add_next`] knows of late threads is
+    /// renewed: a thread that answered has taken every change before (it is late no more);
+    /// a late one's answer to wait for is now this job's (it runs after the earlier ones).
+    /// With `topology`, a late thread not yet known as late becomes so.
+    fn barrier(
+        &mut self,
+        f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static,
+        topology: bool,
+    ) -> Vec<usize> {
         let f = Arc::new(f);
         f(&mut self.main);
         let mut waits = Vec::new();
@@ -296,35 +311,58 @@ impl Vlib {
         }
         let mut late = Vec::new();
         for (rx, w) in waits.into_iter().zip(&self.workers) {
-            if rx.recv_timeout(self.thread_wait).is_err() {
-                late.push(w.index);
+            let known = self.late.iter().position(|(t, _)| *t == w.index);
+            if rx.recv_timeout(self.thread_wait).is_ok() {
+                if let Some(i) = known {
+                    self.late.remove(i);
+                }
+                continue;
+            }
+            late.push(w.index);
+            match known {
+                Some(i) => self.late[i].1 = rx,
+                None if topology => self.late.push((w.index, rx)),
+                None => {}
             }
         }
         late
     }
 
     /// A topology change's barrier: `f` on every thread, an error naming the threads that
-    /// did not take it ([`GraphError::NotTaken`]). Those are remembered until a later
-    /// barrier finds every thread answering (each thread takes its changes in order, so
-    /// one that answers has taken the earlier ones too).
+    /// did not take it ([`GraphError::NotTaken`]). Those are remembered until their answer
+    /// comes or a later barrier finds them answering (each thread takes its changes in
+    /// order, so one that answers has taken the earlier ones too).
     fn topology_change(
         &mut self,
         f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static,
     ) -> Result<(), GraphError> {
-        let late = self.foreach_thread_late(f);
+        let late = self.barrier(f, true);
         if late.is_empty() {
-            self.late.clear();
             return Ok(());
         }
         log::warn!(
             "graph: thread(s) {late:?} did not take a topology change within {:?}",
             self.thread_wait
         );
-        self.late = late.clone();
-        Err(GraphError::NotTaken {
-            threads: late,
+        Err(self.not_taken(late))
+    }
+
+    fn not_taken(&self, threads: Vec<usize>) -> GraphError {
+        GraphError::NotTaken {
+            threads,
             wait: self.thread_wait,
-        })
+        }
+    }
+
+    /// Waits [`Vlib::thread_wait`] for each late thread's answer to its last barrier (a
+    /// thread whose job panicked never answers): an error naming those still late.
+    fn wait_late(&mut self) -> Result<(), GraphError> {
+        let wait = self.thread_wait;
+        self.late.retain(|(_, rx)| rx.recv_timeout(wait).is_err());
+        if self.late.is_empty() {
+            return Ok(());
+        }
+        Err(self.not_taken(self.late.iter().map(|(t, _)| *t).collect()))
     }
 
     /// How long [`Vlib::on_thread`] and [`Vlib::foreach_thread`] wait for each worker.
@@ -341,10 +379,12 @@ impl Vlib {
     /// Adds (or finds) the arc `from -> to` on every thread.
     ///
     /// While any thread is late (an earlier change it did not take within
-    /// [`Vlib::thread_wait`]), every call, even for an arc that exists, runs a barrier and
-    /// fails with [`GraphError::NotTaken`] after that wait, until a barrier finds every
-    /// thread answering. A worker whose queued job panicked (no job catches a panic: its
-    /// thread ends) never answers again: the errors are then permanent.
+    /// [`Vlib::thread_wait`] and has not answered since), a call for an arc that exists
+    /// waits up to [`Vlib::thread_wait`] for that thread's pending answer (no barrier, no
+    /// job queued behind the late one) and fails with [`GraphError::NotTaken`] if it does
+    /// not come; a new arc runs a barrier as always. A worker whose queued job panicked (no
+    /// job catches a panic: its thread ends) never answers again: the errors are then
+    /// permanent.
     pub fn add_next(&mut self, from: NodeIndex, to: NodeIndex) -> Result<Next, GraphError> {
         let before = self.registry.node(from).nexts.len();
         let next = self.registry.add_next(from, to)?;
@@ -354,7 +394,7 @@ impl Vlib {
         } else if !self.late.is_empty() {
             // An arc found, but added (or a node made) while some thread did not answer:
             // it is Ok only once every thread has taken the changes before.
-            self.topology_change(|_| {})?;
+            self.wait_late()?;
         }
         Ok(next)
     }
