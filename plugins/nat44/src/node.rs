@@ -27,7 +27,8 @@
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed (in a table of more than
 //! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched); (2) the candidates' digests are
-//! looked up together (`Table::probe_many`, bucket prefetches overlapping; the flow's hot
+//! looked up together (`Table::probe_many`, the writer's lookup: no version check; the
+//! buckets were prefetched in pass 1 when the table is large; the flow's hot
 //! record — one cache line: key, rewrite, checksum deltas, LRU stamp, counters — of the hit
 //! [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop), each hit
 //! confirmed by its flow's key words and translated at once from the hot record alone
@@ -51,7 +52,7 @@
 
 use crate::config::{role, Snapshot};
 use crate::packet::{self, flags_of, ip4_addrs, parse, Bad, Parsed, Tuple, L4};
-use crate::session::{sflags, tcp_update, CreateError, Flow, Hit, Key, Session, Side, Table};
+use crate::session::{sflags, tcp_update, CreateError, Flow, Hit, Key, Session, Side, Table, MISS};
 use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
@@ -140,9 +141,9 @@ pub struct NatNode {
     /// Per frame: the packets that may belong to a live session of this thread (the
     /// first `nc` of the frame).
     cands: Box<[Cand; FRAME_SIZE]>,
-    /// Per frame: their table digests and what the table holds for each.
+    /// Per frame: their table digests and what the table holds for each ([`MISS`]: none).
     digests: Box<[u64; FRAME_SIZE]>,
-    vals: Box<[Option<u64>; FRAME_SIZE]>,
+    vals: Box<[u64; FRAME_SIZE]>,
     /// Per frame, per packet: its index in `cands`, or [`NO_CAND`].
     cand_of: Box<[u16; FRAME_SIZE]>,
 }
@@ -184,7 +185,7 @@ impl NatNode {
             hand: Vec::new(),
             cands: Box::new([Cand::default(); FRAME_SIZE]),
             digests: Box::new([0; FRAME_SIZE]),
-            vals: Box::new([None; FRAME_SIZE]),
+            vals: Box::new([MISS; FRAME_SIZE]),
             cand_of: Box::new([NO_CAND; FRAME_SIZE]),
         }
     }
@@ -829,16 +830,20 @@ impl NodeFn for NatNode {
         // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
         // priming them; kept as it is at most 8 prefetches a frame, and without it the
         // node measured 12 instructions a packet more at 1k (codegen, docs/nat.md).
-        for &v in vals.iter().take(SESSION_AHEAD).flatten() {
+        // (A miss's `MISS` prefetches the line before the records: harmless, no branch.)
+        for &v in vals.iter().take(SESSION_AHEAD) {
             pc.table.prefetch(v);
         }
         for (k, c) in cands.iter_mut().enumerate() {
             // The flow record of the hit `SESSION_AHEAD` on, so that its miss (a table larger
             // than the caches) overlaps this one's work.
-            if let Some(&Some(a)) = vals.get(k + SESSION_AHEAD) {
+            if let Some(&a) = vals.get(k + SESSION_AHEAD) {
                 pc.table.prefetch(a);
             }
-            let Some(v) = vals[k] else { continue };
+            let v = vals[k];
+            if v == MISS {
+                continue;
+            }
             let pos = c.pos as usize;
             let bi = frame[pos];
             // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
