@@ -545,8 +545,14 @@ impl Table {
     #[inline]
     pub fn probe_many(&self, digests: &[u64], out: &mut [u64]) {
         for (o, &d) in out.iter_mut().zip(digests) {
-            *o = self.keys.get_unshared(d).unwrap_or(MISS);
+            *o = self.probe(d);
         }
+    }
+
+    /// [`Table::probe_many`] of one digest.
+    #[inline(always)]
+    pub fn probe(&self, digest: u64) -> u64 {
+        self.keys.get_unshared(digest).unwrap_or(MISS)
     }
 
     /// Hints the CPU to fetch the table bucket of `digest` (a [`Table::digest`]) ahead of
