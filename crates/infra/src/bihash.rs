@@ -379,7 +379,10 @@ impl Bucket {
         // data race, which this relies on being benign as a seqlock reader's is — an x86
         // load never invents a value, only returns an old or new one per 8 bytes, and
         // every lookup re-checks `meta` after reading and discards what it read if the
-        // bucket changed (the module's reader protocol). Miri builds take the scalar path.
+        // bucket changed (the module's reader protocol). The writer-side lookups
+        // (`find_from`, `get_unshared`) do not re-check: they run only while no writer can
+        // change the array (`&Bihash` held; insert and remove take `&mut`), so there is no
+        // race for them to discard. Miri builds take the scalar path.
         unsafe {
             let k = _mm_set1_epi64x(key as i64);
             let c = |i: usize| _mm_cmpeq_epi32(_mm_load_si128(p.add(i)), k);
@@ -1011,7 +1014,8 @@ impl Bihash {
     /// probe past it (an overflowed home) out of line. Same result as [`Bihash::get`]; for a
     /// writer that does its own per-packet lookups (NAT44's per-thread sessions, behind
     /// their thread's lock). No prefetch: a caller with a table bigger than the caches
-    /// prefetches the home bucket ahead ([`BihashTable::prefetch`]).
+    /// prefetches the home bucket ahead ([`BihashTable::prefetch`]). [`Bihash::get`] could
+    /// use it too (it has `&self` as well; left for later, not measured).
     #[inline(always)]
     pub fn get_unshared(&self, key: u64) -> Option<u64> {
         self.cur.get_unshared(key)

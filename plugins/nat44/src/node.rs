@@ -53,7 +53,9 @@
 
 use crate::config::{role, Snapshot};
 use crate::packet::{self, flags_of, ip4_addrs, parse, Bad, Parsed, Tuple, L4};
-use crate::session::{sflags, tcp_update, CreateError, Flow, Hit, Key, Session, Side, Table, MISS};
+use crate::session::{
+    sflags, tcp_update, CreateError, Flow, Hit, Key, Session, Side, Table, MAX_VALUE, MISS,
+};
 use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
@@ -160,6 +162,7 @@ const DONE: u16 = u16::MAX - 1;
 /// `vals` of a candidate whose session pass 2 found expired (the per-packet lookup frees
 /// it; no flow's table value, nor [`MISS`]).
 const EXPIRED: u64 = MISS - 1;
+const _: () = assert!(EXPIRED > MAX_VALUE, "EXPIRED must be no flow's table value");
 
 /// `nexts` of a packet handed to another thread (no next arc has this index).
 const HANDED: u16 = u16::MAX;
@@ -810,11 +813,11 @@ impl NodeFn for NatNode {
             }
             *co = c;
         }
-        // Pass 2: the candidates' lookups, batched (bucket prefetches overlap), each hit
-        // confirmed by its session's full tuple, checked for expiry and translated at once
-        // (its next written at its frame position). Nothing in this pass frees a session,
-        // so every hit stays valid until the last; misses and expired sessions wait for
-        // pass 3.
+        // Pass 2: (large table) the candidates' lookups, buckets prefetched in pass 1 (a
+        // small table's candidates were looked up there); each hit confirmed by its
+        // session's full tuple, checked for expiry and translated at once (its next written
+        // at its frame position). Nothing in this pass frees a session, so every hit stays
+        // valid until the last; misses and expired sessions wait for pass 3.
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,

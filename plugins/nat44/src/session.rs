@@ -414,6 +414,11 @@ pub struct Table {
 /// those are a session index × 2 + the flow, below 2^33).
 pub const MISS: u64 = u64::MAX;
 
+/// The largest value the table holds: the largest session index (a `u32`, as
+/// `Pool::insert` returns it; [`Table::create`] stores `i` × 2 + the flow) × 2 + 1.
+pub const MAX_VALUE: u64 = (u32::MAX as u64) << 1 | 1;
+const _: () = assert!(MISS > MAX_VALUE, "MISS must be no flow's table value");
+
 /// A flow key (side, tuple, FIB) as the two words the table digests and a hit compares:
 /// the addresses; the ports, protocol, side (bit 23) and FIB index (23 bits: every FIB
 /// index fits them, `routes::MAX_FIBS`). The packet parse builds it once per candidate.
@@ -813,7 +818,8 @@ impl Table {
             Hot::new(&s.i2o, s.flow_fib(0), now),
             Hot::new(&s.o2i, s.flow_fib(1), now),
         ];
-        let i = self.sessions.insert(s);
+        // A `u32`, so the values below are at most `MAX_VALUE` (below `MISS`).
+        let i: u32 = self.sessions.insert(s);
         let at = 2 * i as usize;
         if self.hot.len() < at + 2 {
             self.hot.resize(at + 2, Hot::FREE);
