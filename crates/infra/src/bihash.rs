@@ -379,7 +379,10 @@ impl Bucket {
         // data race, which this relies on being benign as a seqlock reader's is — an x86
         // load never invents a value, only returns an old or new one per 8 bytes, and
         // every lookup re-checks `meta` after reading and discards what it read if the
-        // bucket changed (the module's reader protocol). Miri builds take the scalar path.
+        // bucket changed (the module's reader protocol). The writer-side lookups
+        // (`find_from`, `get_unshared`) do not re-check: they run only while no writer can
+        // change the array (`&Bihash` held; insert and remove take `&mut`), so there is no
+        // race for them to discard. Miri builds take the scalar path.
         unsafe {
             let k = _mm_set1_epi64x(key as i64);
             let c = |i: usize| _mm_cmpeq_epi32(_mm_load_si128(p.add(i)), k);
@@ -610,6 +613,31 @@ impl Array {
     fn get(&self, key: u64) -> Option<u64> {
         let b = self.home(key);
         self.get_from(key, b, self.buckets[b].meta.load(Ordering::Acquire))
+    }
+
+    /// The writer's lookup ([`Bihash::get_unshared`]): `key`'s value without the reader
+    /// protocol's version check (no writer can change the array meanwhile), its home bucket
+    /// inline and an overflowed home's probe out of line.
+    #[inline(always)]
+    fn get_unshared(&self, key: u64) -> Option<u64> {
+        let home = self.home(key);
+        let bk = &self.buckets[home];
+        let m = bk.meta.load(Ordering::Relaxed);
+        if let Some(i) = bk.slot_of(key, m) {
+            return Some(bk.values[i].load(Ordering::Relaxed));
+        }
+        if overflow(m) == 0 {
+            return None;
+        }
+        self.get_unshared_cold(key, home)
+    }
+
+    /// [`Array::get_unshared`]'s probe past an overflowed home bucket.
+    #[cold]
+    #[inline(never)]
+    fn get_unshared_cold(&self, key: u64, home: usize) -> Option<u64> {
+        self.find_from(key, home)
+            .map(|(_, b, i, _)| self.buckets[b].values[i].load(Ordering::Relaxed))
     }
 
     /// Writer: where `key` is: (home, bucket, slot, distance from home).
@@ -978,6 +1006,19 @@ impl Bihash {
     /// The value stored for `key` (the writer's own view; same as [`BihashTable::lookup`]).
     pub fn get(&self, key: u64) -> Option<u64> {
         self.cur.get(key)
+    }
+
+    /// [`Bihash::get`] without the reader protocol: while `&self` is held no insert or
+    /// remove can run (they take `&mut self`), so the array cannot change under the lookup
+    /// and the version check and its retry are skipped; the home bucket is read inline and a
+    /// probe past it (an overflowed home) out of line. Same result as [`Bihash::get`]; for a
+    /// writer that does its own per-packet lookups (NAT44's per-thread sessions, behind
+    /// their thread's lock). No prefetch: a caller with a table bigger than the caches
+    /// prefetches the home bucket ahead ([`BihashTable::prefetch`]). [`Bihash::get`] could
+    /// use it too (it has `&self` as well; left for later, not measured).
+    #[inline(always)]
+    pub fn get_unshared(&self, key: u64) -> Option<u64> {
+        self.cur.get_unshared(key)
     }
 
     /// Entries.
@@ -1967,6 +2008,30 @@ mod tests {
         assert_eq!(t.lookup(mix(1000)), None);
     }
 
+    /// The writer's lookup without the version check finds what the reader's finds, for
+    /// keys in their home bucket, keys pushed past a full home (its probe out of line) and
+    /// absent keys, before and after removes.
+    #[test]
+    fn unshared_lookup_matches_the_readers() {
+        let e = Epochs::new(1);
+        let mut h = Bihash::with_limit_prehashed(3000, 3000);
+        for i in 0..3000u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        assert!(
+            h.max_probe() > 1,
+            "no key left its home: the probe path is not tested"
+        );
+        for i in (0..3000u64).step_by(3) {
+            h.remove(&e, mix(i));
+        }
+        for i in 0..4000u64 {
+            let want = (i < 3000 && i % 3 != 0).then_some(i);
+            assert_eq!(h.get_unshared(mix(i)), want, "key {i}");
+            assert_eq!(h.table().lookup(mix(i)), want, "key {i}");
+        }
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         Insert(u64, u64),
@@ -2012,6 +2077,7 @@ mod tests {
                     Op::Remove(k) => prop_assert_eq!(h.remove(&e, k), model.remove(&k)),
                     Op::Lookup(k) => {
                         prop_assert_eq!(h.get(k), model.get(&k).copied());
+                        prop_assert_eq!(h.get_unshared(k), model.get(&k).copied());
                         prop_assert_eq!(h.table().lookup(k), model.get(&k).copied());
                     }
                 }

@@ -26,8 +26,10 @@
 //! Frame processing (both nodes), three passes: (1) parse every packet; a TCP/UDP/echo
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed (in a table of more than
-//! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched); (2) the candidates' digests are
-//! looked up together (`Table::probe_many`, bucket prefetches overlapping; the flow's hot
+//! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched, in a smaller one, which is in
+//! cache, it is looked up at once: `Table::probe`, the writer's lookup, no version check);
+//! (2) a large table's candidates are looked up together (`Table::probe_many`, their
+//! buckets prefetched in pass 1); the flow's hot
 //! record — one cache line: key, rewrite, checksum deltas, LRU stamp, counters — of the hit
 //! [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop), each hit
 //! confirmed by its flow's key words and translated at once from the hot record alone
@@ -51,7 +53,9 @@
 
 use crate::config::{role, Snapshot};
 use crate::packet::{self, flags_of, ip4_addrs, parse, Bad, Parsed, Tuple, L4};
-use crate::session::{sflags, tcp_update, CreateError, Flow, Hit, Key, Session, Side, Table};
+use crate::session::{
+    sflags, tcp_update, CreateError, Flow, Hit, Key, Session, Side, Table, MAX_VALUE, MISS,
+};
 use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
@@ -140,9 +144,11 @@ pub struct NatNode {
     /// Per frame: the packets that may belong to a live session of this thread (the
     /// first `nc` of the frame).
     cands: Box<[Cand; FRAME_SIZE]>,
-    /// Per frame: their table digests and what the table holds for each.
+    /// Per frame: their table digests (a table past [`PREFETCH_BUCKETS_FROM`] sessions: its
+    /// lookups wait for pass 2) and what the table holds for each ([`MISS`]: none;
+    /// [`EXPIRED`] once pass 2 found the session expired).
     digests: Box<[u64; FRAME_SIZE]>,
-    vals: Box<[Option<u64>; FRAME_SIZE]>,
+    vals: Box<[u64; FRAME_SIZE]>,
     /// Per frame, per packet: its index in `cands`, or [`NO_CAND`].
     cand_of: Box<[u16; FRAME_SIZE]>,
 }
@@ -152,6 +158,11 @@ const NO_CAND: u16 = u16::MAX;
 
 /// `cand_of` of a candidate the lookup pass translated.
 const DONE: u16 = u16::MAX - 1;
+
+/// `vals` of a candidate whose session pass 2 found expired (the per-packet lookup frees
+/// it; no flow's table value, nor [`MISS`]).
+const EXPIRED: u64 = MISS - 1;
+const _: () = assert!(EXPIRED > MAX_VALUE, "EXPIRED must be no flow's table value");
 
 /// `nexts` of a packet handed to another thread (no next arc has this index).
 const HANDED: u16 = u16::MAX;
@@ -163,13 +174,11 @@ const HANDED: u16 = u16::MAX;
 struct Cand {
     /// Its flow key (tuple, side, FIB).
     k: Key,
-    l4: usize,
+    /// Its L4 header's offset (at most 60).
+    l4: u8,
     kind: L4,
     /// Its position in the frame.
     pos: u16,
-    /// The batched lookup found its session expired (the per-packet lookup frees it);
-    /// otherwise it found none (a hit is translated in the lookup pass).
-    expired: bool,
 }
 
 impl NatNode {
@@ -184,7 +193,7 @@ impl NatNode {
             hand: Vec::new(),
             cands: Box::new([Cand::default(); FRAME_SIZE]),
             digests: Box::new([0; FRAME_SIZE]),
-            vals: Box::new([None; FRAME_SIZE]),
+            vals: Box::new([MISS; FRAME_SIZE]),
             cand_of: Box::new([NO_CAND; FRAME_SIZE]),
         }
     }
@@ -782,19 +791,21 @@ impl NodeFn for NatNode {
                     // panics rather than losing the packet's candidacy silently).
                     let k = Key::new(side, &t, fib);
                     let d = w.table.key_digest(k);
-                    // Its bucket, so that pass 2's probe finds it in cache: the rest of
-                    // the frame's parse overlaps the miss. Only for a table larger than
-                    // the caches; in a small one it is about 13 instructions for nothing.
+                    // A table larger than the caches: its bucket prefetched, so that pass
+                    // 2's probe finds it in cache (the rest of the frame's parse overlaps
+                    // the miss). A smaller one is in cache: looked up here, at once.
                     if far {
                         w.table.prefetch_bucket(d);
+                        digests[nc] = d;
+                    } else {
+                        vals[nc] = w.table.probe(d);
                     }
-                    digests[nc] = d;
                     cands[nc] = Cand {
                         k,
-                        l4,
+                        // The IHL's bytes: at most 60.
+                        l4: l4 as u8,
                         kind,
                         pos: i as u16,
-                        expired: false,
                     };
                     c = nc as u16;
                     nc += 1;
@@ -802,11 +813,11 @@ impl NodeFn for NatNode {
             }
             *co = c;
         }
-        // Pass 2: the candidates' lookups, batched (bucket prefetches overlap), each hit
-        // confirmed by its session's full tuple, checked for expiry and translated at once
-        // (its next written at its frame position). Nothing in this pass frees a session,
-        // so every hit stays valid until the last; misses and expired sessions wait for
-        // pass 3.
+        // Pass 2: (large table) the candidates' lookups, buckets prefetched in pass 1 (a
+        // small table's candidates were looked up there); each hit confirmed by its
+        // session's full tuple, checked for expiry and translated at once (its next written
+        // at its frame position). Nothing in this pass frees a session, so every hit stays
+        // valid until the last; misses and expired sessions wait for pass 3.
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -818,9 +829,11 @@ impl NodeFn for NatNode {
             now,
             trace: None,
         };
-        let cands = &mut cands[..nc];
+        let cands = &cands[..nc];
         let vals = &mut vals[..nc];
-        pc.table.probe_many(&digests[..nc], vals);
+        if far {
+            pc.table.probe_many(&digests[..nc], vals);
+        }
         let mut translated = 0;
         // The feature next arc, read again only when the rx interface changes.
         let mut arc = ArcRun::new(*slot);
@@ -829,16 +842,20 @@ impl NodeFn for NatNode {
         // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
         // priming them; kept as it is at most 8 prefetches a frame, and without it the
         // node measured 12 instructions a packet more at 1k (codegen, docs/nat.md).
-        for &v in vals.iter().take(SESSION_AHEAD).flatten() {
+        // (A miss's `MISS` prefetches the line before the records: harmless, no branch.)
+        for &v in vals.iter().take(SESSION_AHEAD) {
             pc.table.prefetch(v);
         }
-        for (k, c) in cands.iter_mut().enumerate() {
+        for (k, c) in cands.iter().enumerate() {
             // The flow record of the hit `SESSION_AHEAD` on, so that its miss (a table larger
             // than the caches) overlaps this one's work.
-            if let Some(&Some(a)) = vals.get(k + SESSION_AHEAD) {
+            if let Some(&a) = vals.get(k + SESSION_AHEAD) {
                 pc.table.prefetch(a);
             }
-            let Some(v) = vals[k] else { continue };
+            let v = vals[k];
+            if v == MISS {
+                continue;
+            }
             let pos = c.pos as usize;
             let bi = frame[pos];
             // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
@@ -853,7 +870,7 @@ impl NodeFn for NatNode {
                 None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
                     Hit::Live { rw, deltas, .. } => (rw, deltas),
                     Hit::Expired => {
-                        c.expired = true;
+                        vals[k] = EXPIRED;
                         continue;
                     }
                     Hit::Miss => continue,
@@ -861,7 +878,8 @@ impl NodeFn for NatNode {
             };
             b.hdr.handoff_thread = 0;
             let k = c.k;
-            packet::translate_lazy(b.data_mut(), c.l4, c.kind, || k.tuple(), rw, deltas);
+            let l4 = c.l4 as usize;
+            packet::translate_lazy(b.data_mut(), l4, c.kind, || k.tuple(), rw, deltas);
             if b.hdr.is_traced() {
                 cx.trace(
                     &b,
@@ -898,7 +916,7 @@ impl NodeFn for NatNode {
             let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
             let cand = cands.get(k as usize);
             let found = cand.map(|c| {
-                let h = if !c.expired && pc.table.creations() == creations {
+                let h = if vals[k as usize] != EXPIRED && pc.table.creations() == creations {
                     None
                 } else {
                     pc.lookup(side, &c.k.tuple(), c.k.fib())
@@ -908,12 +926,12 @@ impl NodeFn for NatNode {
             let v = match found {
                 Some((c, Some((si, which)))) => {
                     b.hdr.handoff_thread = 0;
-                    pc.apply(cx, &mut b, si, which, c.l4, c.kind, c.k.tuple())
+                    pc.apply(cx, &mut b, si, which, c.l4 as usize, c.kind, c.k.tuple())
                 }
                 _ => {
                     let pre = cand.map(|c| Parsed::Flow {
                         t: c.k.tuple(),
-                        l4: c.l4,
+                        l4: c.l4 as usize,
                         kind: c.kind,
                     });
                     if *out {
@@ -1218,6 +1236,57 @@ mod tests {
         ports.dedup();
         assert_eq!(ports.len(), n, "one outside port per session");
         assert!(h.drops().is_empty());
+        h.assert_no_leaks();
+    }
+
+    /// Sessions that expired but were not freed before the frame (more than the frame's
+    /// `FRAME_EXPIRE`) are found expired by the lookup pass (`EXPIRED`) and looked up again
+    /// in pass 3, which frees each and makes a new session: nothing is refused as a
+    /// collision with the old keys. The frame comes newest first, so the expired ones come
+    /// before any creation of the frame (which would make pass 3 look up again anyway).
+    #[test]
+    fn expired_sessions_found_by_the_lookup_pass_are_replaced() {
+        let n = 20usize;
+        let mut cfg = inside_pg0_outside_pg1("nat44 plugin enable sessions 1024");
+        cfg.push("set nat timeout udp 1");
+        let (mut vm, _cli) = sluice_vnet::testing::configured(&[enabled(&PLUGIN)], 0, 1024, &cfg);
+        let pg0 = vm
+            .ext_mut::<sluice_vnet::Interfaces>()
+            .find("pg0")
+            .expect("pg0")
+            .0;
+        let shared = vm.ext_mut::<NatMain>().shared.clone();
+        let mut h = Harness::new(vm, crate::IN2OUT);
+        let rx = |m: &mut BufferHeader| m.rx_if = pg0;
+        let pkts: Vec<Vec<u8>> = (0..n)
+            .map(|k| {
+                pkt(&format!(
+                    "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
+                    1000 + k
+                ))
+            })
+            .collect();
+        for p in &pkts {
+            h.run_with(std::slice::from_ref(p), rx);
+        }
+        h.clear();
+        h.assert_counters(&[("session_created", n as u64), ("translated", n as u64)]);
+        std::thread::sleep(std::time::Duration::from_millis(1600));
+        let newest_first: Vec<Vec<u8>> = pkts.iter().rev().cloned().collect();
+        h.run_with(&newest_first, rx);
+        assert_eq!(h.arc("ip4-lookup").len(), n);
+        h.assert_counters(&[
+            ("session_created", 2 * n as u64),
+            ("translated", 2 * n as u64),
+        ]);
+        let (live, expired) = {
+            let g = lock(&shared.workers()[0]);
+            let w = g.as_ref().expect("NAT enabled");
+            (w.table.len(), w.table.stats.expired)
+        };
+        assert_eq!((live, expired), (n, n as u64));
+        assert!(h.drops().is_empty());
+        h.clear();
         h.assert_no_leaks();
     }
 }

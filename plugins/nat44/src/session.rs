@@ -410,6 +410,15 @@ pub struct Table {
     creations: u64,
 }
 
+/// [`Table::probe_many`]'s value for a digest the table does not hold (no flow's value:
+/// those are a session index × 2 + the flow, below 2^33).
+pub const MISS: u64 = u64::MAX;
+
+/// The largest value the table holds: the largest session index (a `u32`, as
+/// `Pool::insert` returns it; [`Table::create`] stores `i` × 2 + the flow) × 2 + 1.
+pub const MAX_VALUE: u64 = (u32::MAX as u64) << 1 | 1;
+const _: () = assert!(MISS > MAX_VALUE, "MISS must be no flow's table value");
+
 /// A flow key (side, tuple, FIB) as the two words the table digests and a hit compares:
 /// the addresses; the ports, protocol, side (bit 23) and FIB index (23 bits: every FIB
 /// index fits them, `routes::MAX_FIBS`). The packet parse builds it once per candidate.
@@ -531,12 +540,24 @@ impl Table {
         self.hasher.hash(k.0[0], k.0[1])
     }
 
-    /// The table's values for many digests at once (`out[i]` for `digests[i]`): the home
-    /// buckets of a batch are prefetched before the first is read, so the cache misses of a
-    /// large table overlap. A value is only a candidate: [`Table::confirm_live`] checks it.
+    /// The table's values for many digests at once (`out[i]` for `digests[i]`, [`MISS`]
+    /// where the table has none), looked up as their table's writer does
+    /// ([`Bihash::get_unshared`]: only this thread, holding its lock, reads or writes the
+    /// table, so no version check). Nothing is prefetched here: a table larger than the
+    /// caches had its buckets prefetched by [`Table::prefetch_bucket`] in the pass before; a
+    /// smaller one is in cache. A value is only a candidate: [`Table::hit_hot`] or
+    /// [`Table::confirm_live`] checks it.
     #[inline]
-    pub fn probe_many(&self, digests: &[u64], out: &mut [Option<u64>]) {
-        self.keys.table().lookup_many(digests, out);
+    pub fn probe_many(&self, digests: &[u64], out: &mut [u64]) {
+        for (o, &d) in out.iter_mut().zip(digests) {
+            *o = self.probe(d);
+        }
+    }
+
+    /// [`Table::probe_many`] of one digest.
+    #[inline(always)]
+    pub fn probe(&self, digest: u64) -> u64 {
+        self.keys.get_unshared(digest).unwrap_or(MISS)
     }
 
     /// Hints the CPU to fetch the table bucket of `digest` (a [`Table::digest`]) ahead of
@@ -547,8 +568,8 @@ impl Table {
     }
 
     /// Hints the CPU to fetch the hot record of table value `v` (a [`Table::probe_many`]
-    /// result) ahead of its [`Table::hit_hot`]: the one line an established flow's packet
-    /// reads (no bound check: a prefetch never faults).
+    /// result, [`MISS`] included) ahead of its [`Table::hit_hot`]: the one line an
+    /// established flow's packet reads (no bound check: a prefetch never faults).
     #[inline(always)]
     pub fn prefetch(&self, v: u64) {
         sluice_infra::prefetch(self.hot.as_ptr().wrapping_add(v as usize) as *const u8);
@@ -748,7 +769,7 @@ impl Table {
         now: f64,
         timeouts: &Timeouts,
     ) -> Option<(u32, u8, bool)> {
-        let v = self.keys.get(self.digest(side, t, fib))?;
+        let v = self.keys.get_unshared(self.digest(side, t, fib))?;
         self.confirm_live(side, t, fib, v, now, timeouts)
     }
 
@@ -797,7 +818,8 @@ impl Table {
             Hot::new(&s.i2o, s.flow_fib(0), now),
             Hot::new(&s.o2i, s.flow_fib(1), now),
         ];
-        let i = self.sessions.insert(s);
+        // A `u32`, so the values below are at most `MAX_VALUE` (below `MISS`).
+        let i: u32 = self.sessions.insert(s);
         let at = 2 * i as usize;
         if self.hot.len() < at + 2 {
             self.hot.resize(at + 2, Hot::FREE);
