@@ -1269,8 +1269,24 @@ fn tcp_short_connections_closed_by_the_application_on_two_workers() {
         counter_in(&e, "tcp4-input", "handed to the thread that owns the flow") > 0,
         "{e}"
     );
+    let (forwarded, stale) = ctl_requests(&d);
+    assert!(forwarded > 0, "no close went to the owner thread");
+    assert_eq!(stale, 0);
     drop(app);
     finish(d, dir);
+}
+
+/// (forwarded, stale dropped) control requests (`show session verbose`).
+fn ctl_requests(d: &Daemon) -> (u64, u64) {
+    let o = d.ok("show session verbose");
+    let l = o
+        .lines()
+        .find_map(|l| l.strip_prefix("control requests: "))
+        .unwrap_or_else(|| panic!("no control request totals in {o}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let n = |i: usize| w[i].trim_end_matches(',').parse::<u64>().unwrap();
+    assert_eq!((w[1], w[8]), ("forwarded", "stale"), "{l}");
+    (n(0), n(7))
 }
 
 /// Reads `c` to the end, checking it against the stream seeded with the peer's port

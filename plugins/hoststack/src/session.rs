@@ -221,6 +221,10 @@ pub struct AppConn {
     /// thread 0 forwards to a connection's owner names the slot's generation, so that the
     /// owner never applies it to a later session of the slot ([`CtlReq`]).
     pub gens: Vec<u32>,
+    /// Which attach this is (1, 2, ... over the session layer's life: its index is
+    /// reused). A reply held for an application, or a request forwarded for it, names
+    /// it, so that neither reaches a later application given the same index.
+    pub serial: u64,
     /// The application is gone; connections it had closed linger until they end (the
     /// segment stays mapped for their unsent data).
     pub dead: bool,
@@ -396,6 +400,12 @@ pub struct SessionMain {
     pub detached: u64,
     /// Control messages refused as malformed.
     pub bad_msgs: u64,
+    /// Control requests thread 0 forwarded to the thread owning their connection
+    /// ([`CtlReq`]).
+    pub ctl_forwarded: u64,
+    /// Forwarded requests their owner dropped: the slot, its session or the application
+    /// had changed meanwhile.
+    pub ctl_stale: u64,
     /// Application events a full event queue refused (each filed for a retry unless the
     /// application is dead).
     pub evq_refused: u64,
@@ -418,8 +428,8 @@ pub struct SessionMain {
     iss_key: u64,
     /// Replies to the control requests [`SessionMain::poll`] served, per application,
     /// held until the port registrations those requests changed are applied on every
-    /// thread ([`SessionMain::send_replies`]).
-    replies: Vec<(u32, Msg)>,
+    /// thread ([`SessionMain::send_replies`]): (app, its [`AppConn::serial`], reply).
+    replies: Vec<(u32, u64, Msg)>,
     /// Whether protocol 6 is registered with `ip4-local`/`ip6-local` on every thread, as
     /// far as the control poll knows ([`crate::poll_control`] sets it after registering and
     /// clears it before unregistering). While false, `session-queue` sends no connection's
@@ -540,6 +550,8 @@ pub enum CtlReq {
     Close {
         /// The application.
         app: u32,
+        /// Its attach ([`AppConn::serial`]).
+        serial: u64,
         /// Its slot.
         slot: u32,
         /// The slot's generation ([`AppConn::gens`]).
@@ -551,6 +563,8 @@ pub enum CtlReq {
     Shutdown {
         /// The application.
         app: u32,
+        /// Its attach ([`AppConn::serial`]).
+        serial: u64,
         /// Its slot.
         slot: u32,
         /// The slot's generation ([`AppConn::gens`]).
@@ -565,6 +579,8 @@ pub enum CtlReq {
     Detach {
         /// The application.
         app: u32,
+        /// Its attach ([`AppConn::serial`]).
+        serial: u64,
     },
 }
 
@@ -796,7 +812,8 @@ impl SessionMain {
     }
 
     /// Hands `req` to thread `t`'s control ring and kicks the thread.
-    pub(crate) fn send_ctl(&self, t: usize, req: CtlReq) {
+    pub(crate) fn send_ctl(&mut self, t: usize, req: CtlReq) {
+        self.ctl_forwarded += 1;
         match self.workers[t].ctl_in.lock() {
             Ok(mut q) => q.push(req),
             Err(p) => p.into_inner().push(req),
@@ -815,59 +832,83 @@ impl SessionMain {
         (t != 0 && t < self.workers.len() && app.owner(slot) as usize == t).then_some(t)
     }
 
-    /// Whether slot `slot` of application `a` still holds session `sid` in generation
-    /// `gen` (a forwarded request is applied only then).
-    fn slot_holds(&self, a: u32, slot: u32, gen: u32, sid: u32) -> bool {
+    /// Application `a` if it is attach `serial` ([`AppConn::serial`]).
+    fn app_of(&self, a: u32, serial: u64) -> Option<&AppConn> {
         self.apps
             .get(a as usize)
             .and_then(|x| x.as_ref())
-            .is_some_and(|app| {
-                app.slots.get(slot as usize).copied().flatten() == Some(sid)
-                    && app.slot_gen(slot) == gen
-            })
+            .filter(|x| x.serial == serial)
+    }
+
+    /// Application `a`'s [`AppConn::serial`] (0: none).
+    fn serial_of(&self, a: u32) -> u64 {
+        self.apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .map_or(0, |x| x.serial)
+    }
+
+    /// Whether slot `slot` of application `a` (attach `serial`) still holds session `sid`
+    /// in generation `gen` (a forwarded request is applied only then).
+    fn slot_holds(&self, a: u32, serial: u64, slot: u32, gen: u32, sid: u32) -> bool {
+        self.app_of(a, serial).is_some_and(|app| {
+            app.slots.get(slot as usize).copied().flatten() == Some(sid)
+                && app.slot_gen(slot) == gen
+        })
     }
 
     /// Thread `th` applies the control requests it took from its ring, in order: only to
-    /// its own sessions. A shutdown's reply is queued for thread 0 to send (and thread 0's
-    /// control poll posted).
+    /// its own sessions, and only while the slot (or the application) is the one thread 0
+    /// saw (else counted in [`SessionMain::ctl_stale`]). A shutdown's reply is queued for
+    /// thread 0 to send (and thread 0's control poll posted) if the application is alive.
     pub(crate) fn apply_ctl(&mut self, th: usize, reqs: &mut Vec<CtlReq>) {
         let mut replied = false;
         for r in reqs.drain(..) {
             match r {
                 CtlReq::Close {
                     app,
+                    serial,
                     slot,
                     gen,
                     sid,
                 } => {
-                    if handle_thread(sid) == th && self.slot_holds(app, slot, gen, sid) {
+                    if handle_thread(sid) == th && self.slot_holds(app, serial, slot, gen, sid) {
                         self.tcp_close(sid);
+                    } else {
+                        self.ctl_stale += 1;
                     }
                 }
                 CtlReq::Shutdown {
                     app,
+                    serial,
                     slot,
                     gen,
                     sid,
                     req,
                 } => {
-                    let held = handle_thread(sid) == th && self.slot_holds(app, slot, gen, sid);
+                    let held =
+                        handle_thread(sid) == th && self.slot_holds(app, serial, slot, gen, sid);
                     let retval = match held.then(|| self.tcp_shutdown(sid)) {
                         Some(Ok(())) => 0,
                         Some(Err(e)) => -e.errno(),
-                        None => -SessionError::NoSession.errno(),
+                        None => {
+                            self.ctl_stale += 1;
+                            -SessionError::NoSession.errno()
+                        }
                     };
-                    self.replies.push((app, Msg::CloseReply { req, retval }));
-                    replied = true;
+                    // A dead application gets no reply (`send_replies` also drops one
+                    // whose application index went to a later attach).
+                    if self.app_of(app, serial).is_some_and(|x| !x.dead) {
+                        let r = Msg::CloseReply { req, retval };
+                        self.replies.push((app, serial, r));
+                        replied = true;
+                    }
                 }
-                CtlReq::Detach { app } => {
-                    let dead = self
-                        .apps
-                        .get(app as usize)
-                        .and_then(|x| x.as_ref())
-                        .is_some_and(|x| x.dead);
-                    if dead {
+                CtlReq::Detach { app, serial } => {
+                    if self.app_of(app, serial).is_some_and(|x| x.dead) {
                         self.detach_tcp(app, Some(th), false);
+                    } else {
+                        self.ctl_stale += 1;
                     }
                 }
             }
@@ -1167,6 +1208,7 @@ impl SessionMain {
             slots: vec![None; g.n_slots as usize],
             owners: vec![0; g.n_slots as usize],
             gens: vec![0; g.n_slots as usize],
+            serial: self.attached + 1,
             dead: false,
         });
         self.attached += 1;
@@ -1229,6 +1271,7 @@ impl SessionMain {
                                         .map_or(0, |x| x.slot_gen(slot));
                                     let c = CtlReq::Close {
                                         app: a,
+                                        serial: self.serial_of(a),
                                         slot,
                                         gen,
                                         sid,
@@ -1256,6 +1299,7 @@ impl SessionMain {
                                 .map_or(0, |x| x.slot_gen(slot));
                             let c = CtlReq::Shutdown {
                                 app: a,
+                                serial: self.serial_of(a),
                                 slot,
                                 gen,
                                 sid,
@@ -1283,7 +1327,8 @@ impl SessionMain {
                 }
             };
             if let Some(r) = reply {
-                self.replies.push((a, r));
+                let serial = self.serial_of(a);
+                self.replies.push((a, serial, r));
             }
         }
     }
@@ -1316,12 +1361,9 @@ impl SessionMain {
     /// dropped with it).
     pub fn send_replies(&mut self, ports: &mut Vec<PortChange>) {
         let replies = std::mem::take(&mut self.replies);
-        for (a, r) in &replies {
-            let a = *a;
-            let sock = self
-                .apps
-                .get(a as usize)
-                .and_then(|x| x.as_ref()?.sock.as_ref());
+        for &(a, serial, ref r) in &replies {
+            // Not to a later application given the same index.
+            let sock = self.app_of(a, serial).and_then(|x| x.sock.as_ref());
             if let Some(sock) = sock {
                 if seqpacket::send(sock, &msg::encode(r), None).is_err() {
                     self.detach(a, ports);
@@ -1351,7 +1393,7 @@ impl SessionMain {
             return;
         }
         let mut replies = std::mem::take(&mut self.replies);
-        for (a, r) in replies.iter_mut() {
+        for (a, _, r) in replies.iter_mut() {
             let Msg::SessionReply {
                 req,
                 retval: 0,
@@ -1618,8 +1660,9 @@ impl SessionMain {
                 self.unwatch_ctl(fd);
             }
             if elsewhere {
+                let serial = self.serial_of(a);
                 for t in 1..self.workers.len() {
-                    self.send_ctl(t, CtlReq::Detach { app: a });
+                    self.send_ctl(t, CtlReq::Detach { app: a, serial });
                 }
             }
             return;
@@ -1719,6 +1762,15 @@ pub(crate) mod tests {
             },
             ..SessionMain::default()
         };
+        let _ = sm.worker_kick(threads - 1);
+        let b = attach_one(&mut sm);
+        assert!(sm.apps[0].is_some());
+        (sm, b)
+    }
+
+    /// Attaches one more application (its socket is one end of a pair); returns the
+    /// other end.
+    pub(crate) fn attach_one(sm: &mut SessionMain) -> OwnedFd {
         let mut fds = [0i32; 2];
         // SAFETY: socketpair(2) fills two fds we then own.
         let r =
@@ -1727,10 +1779,8 @@ pub(crate) mod tests {
         use std::os::fd::FromRawFd;
         // SAFETY: just created, owned once each.
         let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let _ = sm.worker_kick(threads - 1);
         sm.attach(a, "t".into());
-        assert!(sm.apps[0].is_some());
-        (sm, b)
+        b
     }
 
     /// The most threads the host stack starts with still make a valid segment (an

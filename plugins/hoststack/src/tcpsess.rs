@@ -1495,6 +1495,51 @@ mod tests {
             replies(&peer)[..],
             [Msg::CloseReply { req: 9, retval: 0 }]
         ));
+        assert_eq!((sm.ctl_forwarded, sm.ctl_stale), (2, 0));
+    }
+
+    /// An application shuts a connection thread 1 owns and dies, thread 1 applying the
+    /// shutdown before or after thread 0 saw it die, then the detach (the application is
+    /// reaped with its last connection); a new application takes its index before thread
+    /// 0 sends the replies: the old application's reply never reaches the new one (whose
+    /// request ids also start at 1).
+    #[test]
+    fn a_dead_applications_shutdown_reply_never_reaches_its_successor() {
+        use crate::session::tests::{attach_one, replies};
+        use sluice_infra::seqpacket;
+        use sluice_session::msg::{self, Msg};
+        for applied_alive in [false, true] {
+            let (mut sm, peer) = crate::session::tests::with_app_on(2);
+            replies(&peer);
+            let locals = crate::session::tests::locals();
+            let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+            sm.tcp_listen(0, l, 64, &locals).unwrap();
+            let (_, slot, ..) = accepted_on(&mut sm, l, 1, 4000..4200, 1)[0];
+            let shut = msg::encode(&Msg::Shutdown { req: 1, slot });
+            seqpacket::send(&peer, &shut, None).unwrap();
+            let mut ports = vec![];
+            if applied_alive {
+                sm.serve_app(0, &locals, &mut ports);
+                sm.apply_ctl(1, &mut take_ring(&sm, 1));
+                assert!(sm.has_replies(), "the reply held");
+            }
+            drop(peer);
+            sm.serve_app(0, &locals, &mut ports);
+            let mut reqs = take_ring(&sm, 1);
+            assert_eq!(reqs.len(), 2 - applied_alive as usize, "the detach last");
+            sm.apply_ctl(1, &mut reqs);
+            assert!(sm.apps[0].is_none(), "reaped with its last connection");
+            let next = attach_one(&mut sm);
+            assert!(sm.apps[0].is_some(), "the index reused");
+            replies(&next);
+            sm.send_replies(&mut ports);
+            assert_eq!(
+                replies(&next),
+                [],
+                "the old application's reply (applied alive: {applied_alive})"
+            );
+            assert_eq!((sm.ctl_forwarded, sm.ctl_stale), (2, 0));
+        }
     }
 
     /// A close forwarded to the owner never reaches a later session of the slot: the slot
