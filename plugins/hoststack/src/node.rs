@@ -1090,9 +1090,12 @@ impl SessionQueue {
         if self.thread >= sm.n_threads() {
             return 0;
         }
-        // The control requests thread 0 forwarded (a kick came with them), in order,
-        // before this poll's output: a close's FIN goes out now.
-        {
+        // The control requests thread 0 forwarded, in order, before this poll's output: a
+        // close's FIN goes out now. Thread 0 pushes and kicks under the session lock and
+        // only `tcp()` clears the kick, under it too: read here, the kick is set if the
+        // ring holds a request, so a poll without one (a data-path poll: its input, tx
+        // events, timers) never takes the ring's lock.
+        if self.tcp_kick.load(std::sync::atomic::Ordering::Acquire) {
             let mut q = match self.ctl_in.lock() {
                 Ok(q) => q,
                 Err(p) => p.into_inner(),

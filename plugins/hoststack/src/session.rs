@@ -536,7 +536,7 @@ pub struct SessionWorker {
     /// connections this thread owns (close, shutdown, an application gone), applied by
     /// this thread's `session-queue` ([`SessionMain::apply_ctl`]) in the order they came;
     /// thread 0 kicks it after pushing. Its own small lock, taken by thread 0 to push and
-    /// by the owner to take the batch, never on the data path.
+    /// by the owner to take the batch (only when kicked), never on the data path.
     pub ctl_in: CtlRing,
 }
 

@@ -1471,6 +1471,8 @@ mod tests {
             }
         }
         let mut ports = vec![];
+        // The attach and the connections kicked it already.
+        sm.workers[1].tcp_kick.store(false, Ordering::Release);
         sm.serve_app(0, &locals, &mut ports);
         sm.send_replies(&mut ports);
         assert_eq!(app_closed(&sm, a), (false, false), "thread 0 closed it");
