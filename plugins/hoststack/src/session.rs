@@ -821,15 +821,15 @@ impl SessionMain {
         self.kick_worker(t);
     }
 
-    /// The thread other than 0 that owns session `sid` of slot `slot` of application `a`:
-    /// the thread a request acting on it goes to. `None`: thread 0 acts itself (its own
-    /// sessions, and UDP sessions, whose slots use thread 0's queues: their close changes
-    /// the port references thread 0 keeps). Read from the shared part only (the slot's
-    /// owner word Sluice keeps, the handle), not from the owner's table.
-    fn owner_elsewhere(&self, a: u32, slot: u32, sid: u32) -> Option<usize> {
+    /// The thread other than 0 that owns TCP connection `sid` (its handle's thread): the
+    /// thread a request acting on it goes to. `None`: thread 0 acts itself (its own
+    /// sessions, and UDP sessions, connected ones too, whose slots use thread 0's queues:
+    /// their close changes the port references thread 0 keeps). Not the slot's owner
+    /// word, which names thread 0 for a thread the segment has no queue for.
+    fn owner_elsewhere(&self, sid: u32) -> Option<usize> {
         let t = handle_thread(sid);
-        let app = self.apps.get(a as usize)?.as_ref()?;
-        (t != 0 && t < self.workers.len() && app.owner(slot) as usize == t).then_some(t)
+        (t != 0 && t < self.workers.len() && self.sess(sid).is_some_and(|s| s.proto.is_tcp()))
+            .then_some(t)
     }
 
     /// Application `a` if it is attach `serial` ([`AppConn::serial`]).
@@ -1263,7 +1263,7 @@ impl SessionMain {
                         .and_then(|x| x.slots.get(slot as usize).copied().flatten());
                     let r = match sid {
                         Some(sid) => {
-                            match self.owner_elsewhere(a, slot, sid) {
+                            match self.owner_elsewhere(sid) {
                                 // The owner closes it (the reply needs nothing of it).
                                 Some(t) => {
                                     let gen = self.apps[a as usize]
@@ -1290,7 +1290,7 @@ impl SessionMain {
                     let sid = self.apps[a as usize]
                         .as_ref()
                         .and_then(|x| x.slots.get(slot as usize).copied().flatten());
-                    match sid.map(|sid| (sid, self.owner_elsewhere(a, slot, sid))) {
+                    match sid.map(|sid| (sid, self.owner_elsewhere(sid))) {
                         // The owner applies it and queues the reply (its outcome depends
                         // on the connection's state).
                         Some((sid, Some(t))) => {
@@ -1649,9 +1649,21 @@ impl SessionMain {
         let lingering = self.detach_tcp(a, forward.then_some(0), abort);
         // What is left on the workers (read, not changed: nothing can add a session of
         // the application now that its listeners are gone) keeps the application until
-        // its last connection ends (`tcp_release` reaps it).
-        let elsewhere = forward && self.iter().any(|(_, s)| s.app == a);
-        if lingering > 0 || elsewhere {
+        // its last connection ends (`tcp_release` reaps it); only the workers holding
+        // one get a `Detach`.
+        let elsewhere: Vec<usize> = match forward {
+            true => (1..self.workers.len())
+                .filter(|&t| {
+                    self.workers[t]
+                        .sessions
+                        .iter()
+                        .flatten()
+                        .any(|s| s.app == a)
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        if lingering > 0 || !elsewhere.is_empty() {
             let sock = self.apps[a as usize].as_mut().and_then(|app| {
                 app.dead = true;
                 app.sock.take()
@@ -1659,11 +1671,9 @@ impl SessionMain {
             if let Some(fd) = sock {
                 self.unwatch_ctl(fd);
             }
-            if elsewhere {
-                let serial = self.serial_of(a);
-                for t in 1..self.workers.len() {
-                    self.send_ctl(t, CtlReq::Detach { app: a, serial });
-                }
+            let serial = self.serial_of(a);
+            for t in elsewhere {
+                self.send_ctl(t, CtlReq::Detach { app: a, serial });
             }
             return;
         }

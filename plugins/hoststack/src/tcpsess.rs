@@ -1500,6 +1500,61 @@ mod tests {
         assert_eq!((sm.ctl_forwarded, sm.ctl_stale), (2, 0));
     }
 
+    /// A connection on a thread the application's segment has no queue for (the thread
+    /// came after the attach: the slot's owner word says 0) is still closed by its owner,
+    /// not by thread 0.
+    #[test]
+    fn a_close_goes_to_the_owner_even_without_its_queue_in_the_segment() {
+        use crate::session::tests::replies;
+        use sluice_infra::seqpacket;
+        use sluice_session::msg::{self, Msg};
+        let (mut sm, peer) = crate::session::tests::with_app_on(1);
+        replies(&peer);
+        let _ = sm.worker_kick(1);
+        let locals = crate::session::tests::locals();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        let (a, slot, ..) = accepted_on(&mut sm, l, 1, 4000..4200, 1)[0];
+        assert_eq!(sm.apps[0].as_ref().unwrap().owner(slot), 0, "no queue 1");
+        let close = msg::encode(&Msg::Close {
+            req: msg::NO_REPLY,
+            slot,
+        });
+        seqpacket::send(&peer, &close, None).unwrap();
+        let mut ports = vec![];
+        sm.serve_app(0, &locals, &mut ports);
+        assert_eq!(app_closed(&sm, a), (false, false), "thread 0 closed it");
+        let mut reqs = take_ring(&sm, 1);
+        assert_eq!(reqs.len(), 1);
+        sm.apply_ctl(1, &mut reqs);
+        assert_eq!(app_closed(&sm, a), (true, true));
+    }
+
+    /// An application dying with a connection on thread 2 of three: only thread 2 gets a
+    /// `Detach` (thread 1 holds none of its sessions).
+    #[test]
+    fn a_dead_applications_detach_goes_only_to_the_threads_holding_its_connections() {
+        use crate::session::tests::replies;
+        let (mut sm, peer) = crate::session::tests::with_app_on(3);
+        replies(&peer);
+        let locals = crate::session::tests::locals();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        let (b, ..) = accepted_on(&mut sm, l, 2, 4000..4400, 1)[0];
+        drop(peer);
+        let mut ports = vec![];
+        sm.serve_app(0, &locals, &mut ports);
+        assert!(take_ring(&sm, 1).is_empty(), "a detach to thread 1");
+        let mut reqs = take_ring(&sm, 2);
+        assert!(matches!(
+            reqs[..],
+            [crate::session::CtlReq::Detach { app: 0, .. }]
+        ));
+        sm.apply_ctl(2, &mut reqs);
+        assert!(sm.sess(b).is_none(), "reset by its owner");
+        assert!(sm.apps[0].is_none(), "reaped with its last connection");
+    }
+
     /// An application shuts a connection thread 1 owns and dies, thread 1 applying the
     /// shutdown before or after thread 0 saw it die, then the detach (the application is
     /// reaped with its last connection); a new application takes its index before thread
