@@ -69,8 +69,8 @@ impl Drop for Slot {
 
 /// The tags of these tests' namespaces (`Peer::new` refuses any other, so that
 /// [`reap_stale_namespaces`] knows them all).
-const TAGS: [&str; 15] = [
-    "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt", "pw",
+const TAGS: [&str; 16] = [
+    "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt", "pw", "sc",
 ];
 
 /// Removes the namespaces of earlier runs of these tests that were killed before their
@@ -1171,6 +1171,122 @@ fn tcp_many_connections_spread_over_the_threads() {
     );
     drop(app);
     finish(d, dir);
+}
+
+/// Many short connections on two workers, each closed by the application right after it
+/// answered (the close goes to the thread that owns the connection, as a message on its
+/// control ring) while the other clients' connections open, send and end: every client
+/// gets its whole answer and then the end of stream, and no session or buffer is left.
+#[test]
+fn tcp_short_connections_closed_by_the_application_on_two_workers() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    const CLIENTS: usize = 4;
+    const EACH: usize = 60;
+    const REQ: usize = 64;
+    let peer = Peer::new("sc");
+    let (d, sock, dir) = sluice_on(&peer, "sc", 2);
+    let mut app = App::attach(&sock, "short-conns").unwrap();
+    let _l = app.listen("0.0.0.0:5002".parse().unwrap(), 0).unwrap();
+    let to: SocketAddr = "10.77.0.1:5002".parse().unwrap();
+    let clients = std::thread::spawn({
+        let name = peer.name.clone();
+        move || {
+            let p = Peer { name, _slot: None };
+            let r = p.run(move || {
+                let th: Vec<_> = (0..CLIENTS)
+                    .map(|c| {
+                        std::thread::spawn(move || {
+                            let mut ok = 0;
+                            for i in 0..EACH {
+                                let mut s = TcpStream::connect(to).unwrap();
+                                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                                let req = vec![(c * EACH + i) as u8; REQ];
+                                s.write_all(&req).unwrap();
+                                // The application answers and closes: the answer, the end.
+                                let mut got = Vec::new();
+                                if s.read_to_end(&mut got).is_ok() && got == req {
+                                    ok += 1;
+                                }
+                            }
+                            ok
+                        })
+                    })
+                    .collect();
+                th.into_iter().map(|t| t.join().unwrap()).sum::<usize>()
+            });
+            std::mem::forget(p); // the test's guard owns the namespace
+            r
+        }
+    });
+    let mut conns: Vec<(sluice_session::Session, Vec<u8>)> = Vec::new();
+    let mut done = 0;
+    let mut buf = [0u8; 256];
+    let t0 = std::time::Instant::now();
+    while done < CLIENTS * EACH {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "stalled after {done}\n{}",
+            d.ok("show session verbose")
+        );
+        while let Some(ev) = app.next() {
+            if let sluice_session::Event::Accept(slot) = ev {
+                conns.push((app.accepted(slot).unwrap(), Vec::new()));
+            }
+        }
+        let mut i = 0;
+        while i < conns.len() {
+            let (s, got) = &mut conns[i];
+            match app.read(s, &mut buf) {
+                Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                Ok(_) => panic!("end of stream before the request"),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("read: {e}"),
+            }
+            if got.len() >= REQ {
+                assert_eq!(app.write(s, got).unwrap(), got.len());
+                let (s, _) = conns.swap_remove(i);
+                app.close(s).unwrap();
+                done += 1;
+                continue;
+            }
+            i += 1;
+        }
+        app.wait(Some(Duration::from_millis(2))).unwrap();
+    }
+    assert_eq!(
+        clients.join().unwrap(),
+        CLIENTS * EACH,
+        "each answer whole, then the end of stream"
+    );
+    assert_eq!(tcp_opens(&d).0, (CLIENTS * EACH) as u64);
+    let e = d.ok("show errors");
+    assert!(
+        counter_in(&e, "tcp4-input", "handed to the thread that owns the flow") > 0,
+        "{e}"
+    );
+    let (forwarded, stale) = ctl_requests(&d);
+    assert!(forwarded > 0, "no close went to the owner thread");
+    assert_eq!(stale, 0);
+    drop(app);
+    finish(d, dir);
+}
+
+/// (forwarded, stale dropped) control requests (`show session verbose`).
+fn ctl_requests(d: &Daemon) -> (u64, u64) {
+    let o = d.ok("show session verbose");
+    let l = o
+        .lines()
+        .find_map(|l| l.strip_prefix("control requests: "))
+        .unwrap_or_else(|| panic!("no control request totals in {o}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let n = |i: usize| w[i].trim_end_matches(',').parse::<u64>().unwrap();
+    assert_eq!((w[1], w[8]), ("forwarded", "stale"), "{l}");
+    (n(0), n(7))
 }
 
 /// Reads `c` to the end, checking it against the stream seeded with the peer's port

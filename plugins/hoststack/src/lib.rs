@@ -578,6 +578,11 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             sm.evq_refused,
             sm.evq_retry.len()
         );
+        let _ = writeln!(
+            o,
+            "control requests: {} forwarded to the connection's owner thread, {} stale dropped",
+            sm.ctl_forwarded, sm.ctl_stale
+        );
         for (i, a) in sm.apps.iter().enumerate() {
             if let Some(a) = a {
                 let _ = writeln!(

@@ -22,9 +22,10 @@
 //! `session-queue` (input, every thread). On a worker it only sends its own TCP
 //! connections' segments (queued by its input nodes, its timers, by the applications' tx
 //! events on this thread's Sluice event queue of their segments — its eventfds are in this
-//! thread's epoll — or by thread 0 for control requests: thread 0 kicks and wakes it) and
-//! runs its timers, taking the session lock only when kicked, a timer is due or a tx event
-//! is queued. Each thread's events to an application go to that thread's app event queue
+//! thread's epoll), applies the control requests thread 0 forwarded for its connections
+//! (close, shutdown, an application gone: this thread's control ring,
+//! `SessionWorker::ctl_in`; thread 0 kicks and wakes it) and runs its timers, taking the
+//! session lock only when kicked, a timer is due or a tx event is queued. Each thread's events to an application go to that thread's app event queue
 //! (the slot's owner thread: `AppConn::owner`). On thread 0 it
 //! also serves the applications: it takes the datagrams applications queued in their tx
 //! FIFOs (announced through their event queues, woken by their eventfds) and builds the
@@ -760,6 +761,10 @@ pub struct SessionQueue {
     ctl: Vec<(SocketAddr, SocketAddr, crate::tcp::Out)>,
     queue: Vec<u32>,
     stalled: Vec<u32>,
+    /// This thread's control ring (`SessionWorker::ctl_in`: the requests thread 0 forwards
+    /// for this thread's connections) and the batch taken from it.
+    ctl_in: crate::session::CtlRing,
+    ctl_reqs: Vec<crate::session::CtlReq>,
 }
 
 /// What building one packet did.
@@ -1084,6 +1089,21 @@ impl SessionQueue {
         }
         if self.thread >= sm.n_threads() {
             return 0;
+        }
+        // The control requests thread 0 forwarded, in order, before this poll's output: a
+        // close's FIN goes out now. Thread 0 pushes and kicks under the session lock and
+        // only `tcp()` clears the kick, under it too: read here, the kick is set if the
+        // ring holds a request, so a poll without one (a data-path poll: its input, tx
+        // events, timers) never takes the ring's lock.
+        if self.tcp_kick.load(std::sync::atomic::Ordering::Acquire) {
+            let mut q = match self.ctl_in.lock() {
+                Ok(q) => q,
+                Err(p) => p.into_inner(),
+            };
+            std::mem::swap(&mut *q, &mut self.ctl_reqs);
+        }
+        if !self.ctl_reqs.is_empty() {
+            sm.apply_ctl(self.thread, &mut self.ctl_reqs);
         }
         self.worker_events(cx, &mut sm);
         self.tcp(cx, &mut sm);
@@ -1419,6 +1439,11 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
     let retry_kick = lock(sm).retry_kick.clone();
     b.register(
         NodeRegistration::new(SESSION_QUEUE, NodeKind::Input, move |t| {
+            // One guard at a time (a temporary's lives to the end of its statement).
+            let (tcp_kick, ctl_in) = {
+                let mut g = lock(&s);
+                (g.worker_kick(t), g.worker_ctl(t))
+            };
             Box::new(SessionQueue {
                 sm: s.clone(),
                 kick: kick.clone(),
@@ -1432,7 +1457,9 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 out6: Vec::with_capacity(FRAME_SIZE),
                 drops: Vec::new(),
                 ip_id: 0,
-                tcp_kick: lock(&s).worker_kick(t),
+                tcp_kick,
+                ctl_in,
+                ctl_reqs: Vec::new(),
                 tcp_sent: 0,
                 timer_at: None,
                 retry_kick: retry_kick.clone(),

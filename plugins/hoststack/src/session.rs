@@ -2,7 +2,10 @@
 //! behind one mutex taken once per frame): attached applications and their segments, the
 //! session table (connected 5-tuples, then listeners by local address and port, exact
 //! before wildcard), port registration with `ip4-local`/`ip6-local`, and the control
-//! protocol over the application socket (`sluice_session::msg`).
+//! protocol over the application socket (`sluice_session::msg`). Thread 0 serves the
+//! control socket; a request acting on a connection another thread owns (close,
+//! shutdown, an application gone) goes to that thread's control ring ([`CtlReq`]), and
+//! the owner applies it to its own table.
 
 use sluice_infra::seqpacket::{self, Recv};
 use sluice_infra::shm::{self, Region};
@@ -214,6 +217,14 @@ pub struct AppConn {
     /// word, which the application could overwrite): a TCP connection's owner, 0 for UDP
     /// (its datagrams are built on thread 0).
     pub owners: Vec<u32>,
+    /// slot → how many times it was handed out ([`AppConn::reset_slot`]): a request
+    /// thread 0 forwards to a connection's owner names the slot's generation, so that the
+    /// owner never applies it to a later session of the slot ([`CtlReq`]).
+    pub gens: Vec<u32>,
+    /// Which attach this is (1, 2, ... over the session layer's life: its index is
+    /// reused). A reply held for an application, or a request forwarded for it, names
+    /// it, so that neither reaches a later application given the same index.
+    pub serial: u64,
     /// The application is gone; connections it had closed linger until they end (the
     /// segment stays mapped for their unsent data).
     pub dead: bool,
@@ -276,6 +287,14 @@ impl AppConn {
         if let Some(o) = self.owners.get_mut(slot as usize) {
             *o = 0;
         }
+        if let Some(n) = self.gens.get_mut(slot as usize) {
+            *n = n.wrapping_add(1);
+        }
+    }
+
+    /// Slot `slot`'s generation (see [`AppConn::gens`]).
+    pub fn slot_gen(&self, slot: u32) -> u32 {
+        self.gens.get(slot as usize).copied().unwrap_or(0)
     }
 
     /// Makes slot `slot` use thread `t`'s event queues (a TCP connection's owner), before
@@ -381,6 +400,12 @@ pub struct SessionMain {
     pub detached: u64,
     /// Control messages refused as malformed.
     pub bad_msgs: u64,
+    /// Control requests thread 0 forwarded to the thread owning their connection
+    /// ([`CtlReq`]).
+    pub ctl_forwarded: u64,
+    /// Forwarded requests their owner dropped: the slot, its session or the application
+    /// had changed meanwhile.
+    pub ctl_stale: u64,
     /// Application events a full event queue refused (each filed for a retry unless the
     /// application is dead).
     pub evq_refused: u64,
@@ -403,8 +428,8 @@ pub struct SessionMain {
     iss_key: u64,
     /// Replies to the control requests [`SessionMain::poll`] served, per application,
     /// held until the port registrations those requests changed are applied on every
-    /// thread ([`SessionMain::send_replies`]).
-    replies: Vec<(u32, Msg)>,
+    /// thread ([`SessionMain::send_replies`]): (app, its [`AppConn::serial`], reply).
+    replies: Vec<(u32, u64, Msg)>,
     /// Whether protocol 6 is registered with `ip4-local`/`ip6-local` on every thread, as
     /// far as the control poll knows ([`crate::poll_control`] sets it after registering and
     /// clears it before unregistering). While false, `session-queue` sends no connection's
@@ -507,7 +532,61 @@ pub struct SessionWorker {
     pub efd_add: Vec<(RawFd, u32)>,
     /// Those it must remove before they are closed.
     pub efd_del: Vec<OwnedFd>,
+    /// This thread's control ring: the requests thread 0's control poll received for the
+    /// connections this thread owns (close, shutdown, an application gone), applied by
+    /// this thread's `session-queue` ([`SessionMain::apply_ctl`]) in the order they came;
+    /// thread 0 kicks it after pushing. Its own small lock, taken by thread 0 to push and
+    /// by the owner to take the batch (only when kicked), never on the data path.
+    pub ctl_in: CtlRing,
 }
+
+/// A control request thread 0 hands to the thread that owns the connection it acts on
+/// (the session layer's threads act only on their own tables; see docs/hoststack.md,
+/// *Session 14*). Each names the session as thread 0 found it in the application's slot:
+/// the owner applies it only if the slot still holds that session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtlReq {
+    /// The application closed slot `slot` (its session `sid`).
+    Close {
+        /// The application.
+        app: u32,
+        /// Its attach ([`AppConn::serial`]).
+        serial: u64,
+        /// Its slot.
+        slot: u32,
+        /// The slot's generation ([`AppConn::gens`]).
+        gen: u32,
+        /// The session the slot held.
+        sid: u32,
+    },
+    /// `shutdown(SHUT_WR)` of slot `slot`; the reply to request `req` is sent once applied.
+    Shutdown {
+        /// The application.
+        app: u32,
+        /// Its attach ([`AppConn::serial`]).
+        serial: u64,
+        /// Its slot.
+        slot: u32,
+        /// The slot's generation ([`AppConn::gens`]).
+        gen: u32,
+        /// The session the slot held.
+        sid: u32,
+        /// The request id to answer.
+        req: u32,
+    },
+    /// Application `app` is gone: this thread's connections of it linger if it had closed
+    /// them, the others are reset (as [`SessionMain::detach`] does on thread 0).
+    Detach {
+        /// The application.
+        app: u32,
+        /// Its attach ([`AppConn::serial`]).
+        serial: u64,
+    },
+}
+
+/// A thread's control ring ([`SessionWorker::ctl_in`]): many producers in principle
+/// (thread 0 alone today), one consumer (the owner), batches taken whole.
+pub type CtlRing = std::sync::Arc<std::sync::Mutex<Vec<CtlReq>>>;
 
 /// The per-thread session tables: one per thread, never fewer than one.
 pub struct Workers(pub Vec<SessionWorker>);
@@ -721,6 +800,122 @@ impl SessionMain {
         if self.workers.len() > 1 {
             if let Some(w) = self.graph.as_ref().and_then(|g| g.wakers.get(t)) {
                 w.wake_if_sleeping();
+            }
+        }
+    }
+
+    /// Thread `t`'s control ring, for its `session-queue` (its table is made if missing,
+    /// as [`SessionMain::worker_kick`] does).
+    pub fn worker_ctl(&mut self, t: usize) -> CtlRing {
+        let _ = self.worker_kick(t);
+        self.workers[t].ctl_in.clone()
+    }
+
+    /// Hands `req` to thread `t`'s control ring and kicks the thread.
+    pub(crate) fn send_ctl(&mut self, t: usize, req: CtlReq) {
+        self.ctl_forwarded += 1;
+        match self.workers[t].ctl_in.lock() {
+            Ok(mut q) => q.push(req),
+            Err(p) => p.into_inner().push(req),
+        }
+        self.kick_worker(t);
+    }
+
+    /// The thread other than 0 that owns TCP connection `sid` (its handle's thread): the
+    /// thread a request acting on it goes to. `None`: thread 0 acts itself (its own
+    /// sessions, and UDP sessions, connected ones too, whose slots use thread 0's queues:
+    /// their close changes the port references thread 0 keeps). Not the slot's owner
+    /// word, which names thread 0 for a thread the segment has no queue for.
+    fn owner_elsewhere(&self, sid: u32) -> Option<usize> {
+        let t = handle_thread(sid);
+        (t != 0 && t < self.workers.len() && self.sess(sid).is_some_and(|s| s.proto.is_tcp()))
+            .then_some(t)
+    }
+
+    /// Application `a` if it is attach `serial` ([`AppConn::serial`]).
+    fn app_of(&self, a: u32, serial: u64) -> Option<&AppConn> {
+        self.apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .filter(|x| x.serial == serial)
+    }
+
+    /// Application `a`'s [`AppConn::serial`] (0: none).
+    fn serial_of(&self, a: u32) -> u64 {
+        self.apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .map_or(0, |x| x.serial)
+    }
+
+    /// Whether slot `slot` of application `a` (attach `serial`) still holds session `sid`
+    /// in generation `gen` (a forwarded request is applied only then).
+    fn slot_holds(&self, a: u32, serial: u64, slot: u32, gen: u32, sid: u32) -> bool {
+        self.app_of(a, serial).is_some_and(|app| {
+            app.slots.get(slot as usize).copied().flatten() == Some(sid)
+                && app.slot_gen(slot) == gen
+        })
+    }
+
+    /// Thread `th` applies the control requests it took from its ring, in order: only to
+    /// its own sessions, and only while the slot (or the application) is the one thread 0
+    /// saw (else counted in [`SessionMain::ctl_stale`]). A shutdown's reply is queued for
+    /// thread 0 to send (and thread 0's control poll posted) if the application is alive.
+    pub(crate) fn apply_ctl(&mut self, th: usize, reqs: &mut Vec<CtlReq>) {
+        let mut replied = false;
+        for r in reqs.drain(..) {
+            match r {
+                CtlReq::Close {
+                    app,
+                    serial,
+                    slot,
+                    gen,
+                    sid,
+                } => {
+                    if handle_thread(sid) == th && self.slot_holds(app, serial, slot, gen, sid) {
+                        self.tcp_close(sid);
+                    } else {
+                        self.ctl_stale += 1;
+                    }
+                }
+                CtlReq::Shutdown {
+                    app,
+                    serial,
+                    slot,
+                    gen,
+                    sid,
+                    req,
+                } => {
+                    let held =
+                        handle_thread(sid) == th && self.slot_holds(app, serial, slot, gen, sid);
+                    let retval = match held.then(|| self.tcp_shutdown(sid)) {
+                        Some(Ok(())) => 0,
+                        Some(Err(e)) => -e.errno(),
+                        None => {
+                            self.ctl_stale += 1;
+                            -SessionError::NoSession.errno()
+                        }
+                    };
+                    // A dead application gets no reply (`send_replies` also drops one
+                    // whose application index went to a later attach).
+                    if self.app_of(app, serial).is_some_and(|x| !x.dead) {
+                        let r = Msg::CloseReply { req, retval };
+                        self.replies.push((app, serial, r));
+                        replied = true;
+                    }
+                }
+                CtlReq::Detach { app, serial } => {
+                    if self.app_of(app, serial).is_some_and(|x| x.dead) {
+                        self.detach_tcp(app, Some(th), false);
+                    } else {
+                        self.ctl_stale += 1;
+                    }
+                }
+            }
+        }
+        if replied {
+            if let Some(p) = &self.poster {
+                p.post(Box::new(crate::poll_control));
             }
         }
     }
@@ -1012,12 +1207,19 @@ impl SessionMain {
             sluice_efds,
             slots: vec![None; g.n_slots as usize],
             owners: vec![0; g.n_slots as usize],
+            gens: vec![0; g.n_slots as usize],
+            serial: self.attached + 1,
             dead: false,
         });
         self.attached += 1;
     }
 
-    fn serve_app(&mut self, a: u32, locals: &[(IpAddr, u8)], ports: &mut Vec<PortChange>) {
+    pub(crate) fn serve_app(
+        &mut self,
+        a: u32,
+        locals: &[(IpAddr, u8)],
+        ports: &mut Vec<PortChange>,
+    ) {
         for _ in 0..64 {
             let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
                 return;
@@ -1060,8 +1262,24 @@ impl SessionMain {
                         .as_ref()
                         .and_then(|x| x.slots.get(slot as usize).copied().flatten());
                     let r = match sid {
-                        Some(s) => {
-                            self.close(s, ports);
+                        Some(sid) => {
+                            match self.owner_elsewhere(sid) {
+                                // The owner closes it (the reply needs nothing of it).
+                                Some(t) => {
+                                    let gen = self.apps[a as usize]
+                                        .as_ref()
+                                        .map_or(0, |x| x.slot_gen(slot));
+                                    let c = CtlReq::Close {
+                                        app: a,
+                                        serial: self.serial_of(a),
+                                        slot,
+                                        gen,
+                                        sid,
+                                    };
+                                    self.send_ctl(t, c);
+                                }
+                                None => self.close(sid, ports),
+                            }
                             0
                         }
                         None => -SessionError::NoSession.errno(),
@@ -1072,12 +1290,36 @@ impl SessionMain {
                     let sid = self.apps[a as usize]
                         .as_ref()
                         .and_then(|x| x.slots.get(slot as usize).copied().flatten());
-                    let r = match sid.map(|s| self.tcp_shutdown(s)) {
-                        Some(Ok(())) => 0,
-                        Some(Err(e)) => -e.errno(),
-                        None => -SessionError::NoSession.errno(),
-                    };
-                    Some(Msg::CloseReply { req, retval: r })
+                    match sid.map(|sid| (sid, self.owner_elsewhere(sid))) {
+                        // The owner applies it and queues the reply (its outcome depends
+                        // on the connection's state).
+                        Some((sid, Some(t))) => {
+                            let gen = self.apps[a as usize]
+                                .as_ref()
+                                .map_or(0, |x| x.slot_gen(slot));
+                            let c = CtlReq::Shutdown {
+                                app: a,
+                                serial: self.serial_of(a),
+                                slot,
+                                gen,
+                                sid,
+                                req,
+                            };
+                            self.send_ctl(t, c);
+                            None
+                        }
+                        Some((sid, None)) => {
+                            let r = match self.tcp_shutdown(sid) {
+                                Ok(()) => 0,
+                                Err(e) => -e.errno(),
+                            };
+                            Some(Msg::CloseReply { req, retval: r })
+                        }
+                        None => Some(Msg::CloseReply {
+                            req,
+                            retval: -SessionError::NoSession.errno(),
+                        }),
+                    }
                 }
                 _ => {
                     self.bad_msgs += 1;
@@ -1085,7 +1327,8 @@ impl SessionMain {
                 }
             };
             if let Some(r) = reply {
-                self.replies.push((a, r));
+                let serial = self.serial_of(a);
+                self.replies.push((a, serial, r));
             }
         }
     }
@@ -1118,12 +1361,9 @@ impl SessionMain {
     /// dropped with it).
     pub fn send_replies(&mut self, ports: &mut Vec<PortChange>) {
         let replies = std::mem::take(&mut self.replies);
-        for (a, r) in &replies {
-            let a = *a;
-            let sock = self
-                .apps
-                .get(a as usize)
-                .and_then(|x| x.as_ref()?.sock.as_ref());
+        for &(a, serial, ref r) in &replies {
+            // Not to a later application given the same index.
+            let sock = self.app_of(a, serial).and_then(|x| x.sock.as_ref());
             if let Some(sock) = sock {
                 if seqpacket::send(sock, &msg::encode(r), None).is_err() {
                     self.detach(a, ports);
@@ -1153,7 +1393,7 @@ impl SessionMain {
             return;
         }
         let mut replies = std::mem::take(&mut self.replies);
-        for (a, r) in replies.iter_mut() {
+        for (a, _, r) in replies.iter_mut() {
             let Msg::SessionReply {
                 req,
                 retval: 0,
@@ -1402,11 +1642,61 @@ impl SessionMain {
             }
             self.close(s, ports);
         }
-        // Its TCP sessions (also those in the handshake or TIME-WAIT, which hold no slot).
-        let tcp: Vec<u32> = self
-            .iter()
-            .filter(|(_, s)| s.app == a && s.proto.is_tcp())
-            .map(|(i, _)| i)
+        // Its TCP sessions (also those in the handshake or TIME-WAIT, which hold no slot):
+        // thread 0's here; each worker's by the worker (a `Detach` on its ring, behind the
+        // closes thread 0 forwarded before), unless this is an abort of everything.
+        let forward = !abort && self.workers.len() > 1;
+        let lingering = self.detach_tcp(a, forward.then_some(0), abort);
+        // What is left on the workers (read, not changed: nothing can add a session of
+        // the application now that its listeners are gone) keeps the application until
+        // its last connection ends (`tcp_release` reaps it); only the workers holding
+        // one get a `Detach`.
+        let elsewhere: Vec<usize> = match forward {
+            true => (1..self.workers.len())
+                .filter(|&t| {
+                    self.workers[t]
+                        .sessions
+                        .iter()
+                        .flatten()
+                        .any(|s| s.app == a)
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        if lingering > 0 || !elsewhere.is_empty() {
+            let sock = self.apps[a as usize].as_mut().and_then(|app| {
+                app.dead = true;
+                app.sock.take()
+            });
+            if let Some(fd) = sock {
+                self.unwatch_ctl(fd);
+            }
+            let serial = self.serial_of(a);
+            for t in elsewhere {
+                self.send_ctl(t, CtlReq::Detach { app: a, serial });
+            }
+            return;
+        }
+        self.reap_app(a);
+    }
+
+    /// Detaches application `a`'s TCP sessions on thread `only` (every thread: `None`):
+    /// those it had closed linger (their data and FIN still go out) unless `abort`, the
+    /// others are reset. Returns how many linger.
+    fn detach_tcp(&mut self, a: u32, only: Option<usize>, abort: bool) -> usize {
+        let threads = match only {
+            Some(t) => t..t + 1,
+            None => 0..self.workers.len(),
+        };
+        let ws = &self.workers;
+        let tcp: Vec<u32> = threads
+            .flat_map(|t| {
+                ws[t].sessions.iter().enumerate().filter_map(move |(i, s)| {
+                    s.as_ref()
+                        .filter(|s| s.app == a && s.proto.is_tcp())
+                        .map(|_| handle(t, i))
+                })
+            })
             .collect();
         let now = std::time::Instant::now();
         let mut lingering = 0;
@@ -1426,17 +1716,7 @@ impl SessionMain {
                 self.tcp_abort(s);
             }
         }
-        if lingering > 0 {
-            let sock = self.apps[a as usize].as_mut().and_then(|app| {
-                app.dead = true;
-                app.sock.take()
-            });
-            if let Some(fd) = sock {
-                self.unwatch_ctl(fd);
-            }
-            return;
-        }
-        self.reap_app(a);
+        lingering
     }
 
     /// Frees what is left of application `a` (its segment, eventfds).
@@ -1492,6 +1772,15 @@ pub(crate) mod tests {
             },
             ..SessionMain::default()
         };
+        let _ = sm.worker_kick(threads - 1);
+        let b = attach_one(&mut sm);
+        assert!(sm.apps[0].is_some());
+        (sm, b)
+    }
+
+    /// Attaches one more application (its socket is one end of a pair); returns the
+    /// other end.
+    pub(crate) fn attach_one(sm: &mut SessionMain) -> OwnedFd {
         let mut fds = [0i32; 2];
         // SAFETY: socketpair(2) fills two fds we then own.
         let r =
@@ -1500,10 +1789,8 @@ pub(crate) mod tests {
         use std::os::fd::FromRawFd;
         // SAFETY: just created, owned once each.
         let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let _ = sm.worker_kick(threads - 1);
         sm.attach(a, "t".into());
-        assert!(sm.apps[0].is_some());
-        (sm, b)
+        b
     }
 
     /// The most threads the host stack starts with still make a valid segment (an
@@ -1907,7 +2194,7 @@ pub(crate) mod tests {
     }
 
     /// Drains what Sluice sent the application; returns the messages.
-    fn replies(peer: &OwnedFd) -> Vec<Msg> {
+    pub(crate) fn replies(peer: &OwnedFd) -> Vec<Msg> {
         let mut v = vec![];
         while let Ok(Recv::Msg { buf, .. }) = seqpacket::recv(peer) {
             v.extend(msg::decode(&buf));

@@ -1053,6 +1053,14 @@ mod tests {
         assert_eq!(on, [true; 3], "active opens on every thread");
         assert!(sm.workers.iter().all(|w| !w.tcp_conns.is_empty()));
         sm.detach(0, &mut Vec::new());
+        // Thread 0 freed its own; each worker resets its own when it takes the detach.
+        assert!(sm.workers[0].tcp_conns.is_empty());
+        assert!(sm.apps[0].as_ref().is_some_and(|a| a.dead));
+        for t in 1..3 {
+            assert!(!sm.workers[t].tcp_conns.is_empty(), "thread 0 freed {t}'s");
+            let mut reqs = take_ring(&sm, t);
+            sm.apply_ctl(t, &mut reqs);
+        }
         assert_eq!(sm.iter().count(), 0, "every thread's sessions freed");
         for w in sm.workers.iter() {
             assert!(w.tcp_conns.is_empty() && w.tcp_timer_set.is_empty());
@@ -1376,5 +1384,303 @@ mod tests {
             sm.tcp_shutdown(lsid),
             Err(SessionError::NotConnected)
         ));
+    }
+
+    /// Establishes connections from 10.0.0.2 to the listener at `l` until `n` of them live
+    /// on thread `t` (of `sm`'s threads): (session, slot, peer, next sequence number of ours).
+    fn accepted_on(
+        sm: &mut SessionMain,
+        l: SocketAddr,
+        t: usize,
+        ports: std::ops::Range<u16>,
+        n: usize,
+    ) -> Vec<(u32, u32, SocketAddr, u32)> {
+        let now = Instant::now();
+        let mut v = vec![];
+        for p in ports {
+            let r = SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+            if crate::session::flow_owner(l, r, sm.n_threads()) != t {
+                continue;
+            }
+            sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
+                .unwrap();
+            let sid = sm.workers[t].tcp_conns[&(l, r)];
+            let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
+                panic!("not a connection");
+            };
+            let mut iss = 0;
+            tcb.output(0, 4096, now, |o| {
+                iss = o.seq;
+                true
+            });
+            let snd = iss.wrapping_add(1);
+            sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
+                .unwrap();
+            v.push((sid, sm.sess(sid).unwrap().slot, r, snd));
+            if v.len() == n {
+                break;
+            }
+        }
+        assert_eq!(v.len(), n, "connections on thread {t}");
+        v
+    }
+
+    fn app_closed(sm: &SessionMain, sid: u32) -> (bool, bool) {
+        match sm.sess(sid).map(|s| &s.proto) {
+            Some(Proto::Tcp(t, l)) => (l.app_closed, t.app_closed),
+            _ => panic!("no connection {sid:#x}"),
+        }
+    }
+
+    /// The ring's requests, as the owner's `session-queue` takes them.
+    fn take_ring(sm: &SessionMain, t: usize) -> Vec<crate::session::CtlReq> {
+        std::mem::take(&mut *sm.workers[t].ctl_in.lock().unwrap())
+    }
+
+    /// Two threads: a close and a shutdown of connections thread 1 owns go to thread 1's
+    /// control ring, thread 0 touching neither connection; thread 1 applies them (FIN
+    /// queued on its own output), and the shutdown's reply goes out only then.
+    #[test]
+    fn a_workers_connections_are_closed_and_shut_by_their_owner() {
+        use crate::session::{tests::replies, CtlReq};
+        use sluice_infra::seqpacket;
+        use sluice_session::msg::{self, Msg};
+        let (mut sm, peer) = crate::session::tests::with_app_on(2);
+        replies(&peer);
+        let locals = crate::session::tests::locals();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        let c = accepted_on(&mut sm, l, 1, 4000..4200, 2);
+        let ((a, aslot, ..), (b, bslot, ..)) = (c[0], c[1]);
+        for m in [
+            Msg::Close {
+                req: msg::NO_REPLY,
+                slot: aslot,
+            },
+            Msg::Shutdown {
+                req: 9,
+                slot: bslot,
+            },
+        ] {
+            seqpacket::send(&peer, &msg::encode(&m), None).unwrap();
+        }
+        sm.workers[1].tcp_out.clear();
+        for sid in [a, b] {
+            if let Some(Proto::Tcp(_, l)) = sm.sess_mut(sid).map(|s| &mut s.proto) {
+                l.queued = false;
+            }
+        }
+        let mut ports = vec![];
+        // The attach and the connections kicked it already.
+        sm.workers[1].tcp_kick.store(false, Ordering::Release);
+        sm.serve_app(0, &locals, &mut ports);
+        sm.send_replies(&mut ports);
+        assert_eq!(app_closed(&sm, a), (false, false), "thread 0 closed it");
+        assert_eq!(app_closed(&sm, b), (false, false), "thread 0 shut it");
+        assert!(replies(&peer).is_empty(), "a reply before the owner acted");
+        assert!(sm.workers[1].tcp_kick.load(Ordering::Acquire), "not kicked");
+        let mut reqs = take_ring(&sm, 1);
+        assert!(matches!(
+            reqs[..],
+            [CtlReq::Close { sid, .. }, CtlReq::Shutdown { req: 9, .. }] if sid == a
+        ));
+        sm.apply_ctl(1, &mut reqs);
+        assert_eq!(app_closed(&sm, a), (true, true));
+        assert_eq!(app_closed(&sm, b), (false, true), "shut, not closed");
+        assert_eq!(
+            sm.workers[1].tcp_out,
+            [a, b],
+            "their FINs queued on thread 1"
+        );
+        sm.send_replies(&mut ports);
+        assert!(matches!(
+            replies(&peer)[..],
+            [Msg::CloseReply { req: 9, retval: 0 }]
+        ));
+        assert_eq!((sm.ctl_forwarded, sm.ctl_stale), (2, 0));
+    }
+
+    /// A connection on a thread the application's segment has no queue for (the thread
+    /// came after the attach: the slot's owner word says 0) is still closed by its owner,
+    /// not by thread 0.
+    #[test]
+    fn a_close_goes_to_the_owner_even_without_its_queue_in_the_segment() {
+        use crate::session::tests::replies;
+        use sluice_infra::seqpacket;
+        use sluice_session::msg::{self, Msg};
+        let (mut sm, peer) = crate::session::tests::with_app_on(1);
+        replies(&peer);
+        let _ = sm.worker_kick(1);
+        let locals = crate::session::tests::locals();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        let (a, slot, ..) = accepted_on(&mut sm, l, 1, 4000..4200, 1)[0];
+        assert_eq!(sm.apps[0].as_ref().unwrap().owner(slot), 0, "no queue 1");
+        let close = msg::encode(&Msg::Close {
+            req: msg::NO_REPLY,
+            slot,
+        });
+        seqpacket::send(&peer, &close, None).unwrap();
+        let mut ports = vec![];
+        sm.serve_app(0, &locals, &mut ports);
+        assert_eq!(app_closed(&sm, a), (false, false), "thread 0 closed it");
+        let mut reqs = take_ring(&sm, 1);
+        assert_eq!(reqs.len(), 1);
+        sm.apply_ctl(1, &mut reqs);
+        assert_eq!(app_closed(&sm, a), (true, true));
+    }
+
+    /// An application dying with a connection on thread 2 of three: only thread 2 gets a
+    /// `Detach` (thread 1 holds none of its sessions).
+    #[test]
+    fn a_dead_applications_detach_goes_only_to_the_threads_holding_its_connections() {
+        use crate::session::tests::replies;
+        let (mut sm, peer) = crate::session::tests::with_app_on(3);
+        replies(&peer);
+        let locals = crate::session::tests::locals();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        let (b, ..) = accepted_on(&mut sm, l, 2, 4000..4400, 1)[0];
+        drop(peer);
+        let mut ports = vec![];
+        sm.serve_app(0, &locals, &mut ports);
+        assert!(take_ring(&sm, 1).is_empty(), "a detach to thread 1");
+        let mut reqs = take_ring(&sm, 2);
+        assert!(matches!(
+            reqs[..],
+            [crate::session::CtlReq::Detach { app: 0, .. }]
+        ));
+        sm.apply_ctl(2, &mut reqs);
+        assert!(sm.sess(b).is_none(), "reset by its owner");
+        assert!(sm.apps[0].is_none(), "reaped with its last connection");
+    }
+
+    /// An application shuts a connection thread 1 owns and dies, thread 1 applying the
+    /// shutdown before or after thread 0 saw it die, then the detach (the application is
+    /// reaped with its last connection); a new application takes its index before thread
+    /// 0 sends the replies: the old application's reply never reaches the new one (whose
+    /// request ids also start at 1).
+    #[test]
+    fn a_dead_applications_shutdown_reply_never_reaches_its_successor() {
+        use crate::session::tests::{attach_one, replies};
+        use sluice_infra::seqpacket;
+        use sluice_session::msg::{self, Msg};
+        for applied_alive in [false, true] {
+            let (mut sm, peer) = crate::session::tests::with_app_on(2);
+            replies(&peer);
+            let locals = crate::session::tests::locals();
+            let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+            sm.tcp_listen(0, l, 64, &locals).unwrap();
+            let (_, slot, ..) = accepted_on(&mut sm, l, 1, 4000..4200, 1)[0];
+            let shut = msg::encode(&Msg::Shutdown { req: 1, slot });
+            seqpacket::send(&peer, &shut, None).unwrap();
+            let mut ports = vec![];
+            if applied_alive {
+                sm.serve_app(0, &locals, &mut ports);
+                sm.apply_ctl(1, &mut take_ring(&sm, 1));
+                assert!(sm.has_replies(), "the reply held");
+            }
+            drop(peer);
+            sm.serve_app(0, &locals, &mut ports);
+            let mut reqs = take_ring(&sm, 1);
+            assert_eq!(reqs.len(), 2 - applied_alive as usize, "the detach last");
+            sm.apply_ctl(1, &mut reqs);
+            assert!(sm.apps[0].is_none(), "reaped with its last connection");
+            let next = attach_one(&mut sm);
+            assert!(sm.apps[0].is_some(), "the index reused");
+            replies(&next);
+            sm.send_replies(&mut ports);
+            assert_eq!(
+                replies(&next),
+                [],
+                "the old application's reply (applied alive: {applied_alive})"
+            );
+            assert_eq!((sm.ctl_forwarded, sm.ctl_stale), (2, 0));
+        }
+    }
+
+    /// A close forwarded to the owner never reaches a later session of the slot: the slot
+    /// released by the first close and handed to a new connection (the same session index
+    /// too) before the owner takes the second, stale one.
+    #[test]
+    fn a_stale_forwarded_close_spares_the_slots_next_connection() {
+        use crate::session::{handle_index, tests::replies};
+        use sluice_infra::seqpacket;
+        use sluice_session::msg::{self, Msg};
+        let now = Instant::now();
+        let (mut sm, peer) = crate::session::tests::with_app_on(2);
+        replies(&peer);
+        let locals = crate::session::tests::locals();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        let c = accepted_on(&mut sm, l, 1, 4000..4200, 1);
+        let (a, slot, r, _) = c[0];
+        // The peer resets it: the application still holds the slot until it closes.
+        sm.tcp_input(l, r, &seg(778, 0, TcpFlags::RST), now)
+            .unwrap();
+        assert!(sm.sess(a).is_some());
+        let close = msg::encode(&Msg::Close {
+            req: msg::NO_REPLY,
+            slot,
+        });
+        seqpacket::send(&peer, &close, None).unwrap();
+        seqpacket::send(&peer, &close, None).unwrap();
+        let mut ports = vec![];
+        sm.serve_app(0, &locals, &mut ports);
+        let mut reqs = take_ring(&sm, 1);
+        assert_eq!(reqs.len(), 2);
+        let mut second = reqs.split_off(1);
+        sm.apply_ctl(1, &mut reqs);
+        assert!(sm.sess(a).is_none(), "the first close released it");
+        let n = accepted_on(&mut sm, l, 1, 4200..4400, 1);
+        let (b, bslot, ..) = n[0];
+        assert_eq!((bslot, handle_index(b)), (slot, handle_index(a)), "reused");
+        sm.apply_ctl(1, &mut second);
+        assert_eq!(
+            app_closed(&sm, b),
+            (false, false),
+            "the new connection closed"
+        );
+    }
+
+    /// An application closes a connection thread 1 owns and dies before thread 1 took the
+    /// close: thread 1 applies the close, then the detach behind it, so the closed
+    /// connection lingers (its FIN goes out) and only the open one is reset; the
+    /// application is reaped when its last connection is gone.
+    #[test]
+    fn a_close_forwarded_before_the_application_died_still_lingers() {
+        use crate::session::tests::replies;
+        use sluice_infra::seqpacket;
+        use sluice_session::msg::{self, Msg};
+        let (mut sm, peer) = crate::session::tests::with_app_on(2);
+        replies(&peer);
+        let locals = crate::session::tests::locals();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &locals).unwrap();
+        let c = accepted_on(&mut sm, l, 1, 4000..4200, 2);
+        let ((a, aslot, ..), (b, ..)) = (c[0], c[1]);
+        let close = msg::encode(&Msg::Close {
+            req: msg::NO_REPLY,
+            slot: aslot,
+        });
+        seqpacket::send(&peer, &close, None).unwrap();
+        drop(peer);
+        sm.workers[1].ctl_out.clear();
+        let mut ports = vec![];
+        sm.serve_app(0, &locals, &mut ports);
+        assert!(sm.apps[0].as_ref().is_some_and(|x| x.dead), "kept, dead");
+        assert!(
+            sm.sess(a).is_some() && sm.sess(b).is_some(),
+            "thread 0 acted"
+        );
+        let mut reqs = take_ring(&sm, 1);
+        assert_eq!(reqs.len(), 2, "the close and the detach");
+        sm.apply_ctl(1, &mut reqs);
+        assert_eq!(app_closed(&sm, a), (true, true), "lingers to send its FIN");
+        assert!(sm.sess(b).is_none(), "the open one is reset");
+        let rsts: Vec<_> = sm.workers[1].ctl_out.iter().map(|x| x.1).collect();
+        assert_eq!(rsts, [c[1].2], "one RST, to the open connection's peer");
+        sm.tcp_abort(a);
+        assert!(sm.apps[0].is_none(), "reaped with its last connection");
     }
 }
