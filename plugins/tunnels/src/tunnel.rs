@@ -1211,30 +1211,24 @@ impl DecapTable {
     pub fn lookup(&self, k: &DecapKey) -> u32 {
         self.probe(k, self.home(k) as usize)
     }
-    /// Looks up `keys[j]` for every `j` of `todo` into `out[j]` (a slot or [`MISS`]),
-    /// probing from `homes[t]` for `todo[t]` (from [`DecapTable::start`], which
-    /// prefetched the slot when the packet was parsed), and for each hit prefetches its
-    /// counters row (this thread's, which the entry points at) and the tunnel's interface
-    /// record (what `ethernet-input` or [`l3_mode`] reads next: with many tunnels it would
-    /// miss on each packet's record) — but not when `l2_direct` (the node sends frames
-    /// straight to `l2-input`) and the entry's mode says its frames go there: then
-    /// nothing reads the record.
+    /// Looks up every `keys[t]` into `out[t]` (a slot or [`MISS`]), probing from
+    /// `homes[t]` (from [`DecapTable::start`], which prefetched the slot when the packet
+    /// was parsed), and for each hit prefetches its counters row (this thread's, which the
+    /// entry points at) and the tunnel's interface record (what `ethernet-input` or
+    /// [`l3_mode`] reads next: with many tunnels it would miss on each packet's record) —
+    /// but not when `l2_direct` (the node sends frames straight to `l2-input`) and the
+    /// entry's mode says its frames go there: then nothing reads the record. The three
+    /// slices are the frame's new keys in order, so the pass reads them in step, with no
+    /// index of packets.
     #[inline]
-    pub fn lookup_frame(
-        &self,
-        keys: &[DecapKey],
-        todo: &[u16],
-        homes: &[u32],
-        out: &mut [u32],
-        l2_direct: bool,
-    ) {
+    pub fn lookup_frame(&self, keys: &[DecapKey], homes: &[u32], out: &mut [u32], l2_direct: bool) {
         let attrs = self.if_attrs.as_deref();
-        for (&j, &h) in todo.iter().zip(homes) {
-            let Some((r, e)) = self.find(&keys[j as usize], h as usize) else {
-                out[j as usize] = MISS;
+        for ((k, &h), o) in keys.iter().zip(homes).zip(out.iter_mut()) {
+            let Some((r, e)) = self.find(k, h as usize) else {
+                *o = MISS;
                 continue;
             };
-            out[j as usize] = r;
+            *o = r;
             e.prefetch_rx();
             match attrs {
                 Some(a) if !(l2_direct && e.bits & (MODE_XC | MODE_BD) != 0) => {
@@ -1727,9 +1721,21 @@ fn verdict<P: DecapProto>(cx: &mut Cx, b: &mut Buffer<'_>, v: Verdict<P::Counter
 
 /// Packet state in [`DecapFrame`]'s per-frame arrays: done in the parse pass (its arc is
 /// in `nexts`).
-const DONE: u32 = MISS - 1;
+const DONE: u8 = 0;
 /// Packet state: its key is the previous parsed packet's (same result).
-const SAME: u32 = MISS - 2;
+const SAME: u8 = 1;
+/// Packet state: a new key, the next of the frame's `keys`.
+const NEW: u8 = 2;
+
+/// A key no packet has (no protocol parses a sub-type of 255): [`DecapFrame`]'s previous
+/// key when it knows none.
+const NO_KEY: DecapKey = DecapKey {
+    fib: u32::MAX,
+    key: u32::MAX,
+    sub: u8::MAX,
+    src: u128::MAX,
+    dst: u128::MAX,
+};
 
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
@@ -1746,15 +1752,17 @@ pub struct DecapFrame<P: DecapProto> {
     /// (table, src, dst, key) → tunnel; changed only through `table()`, which also forgets
     /// the cached previous key.
     table: DecapTable,
-    keys: Box<[DecapKey; FRAME_SIZE]>,
+    /// The frame's new keys in packet order (a key is new when it differs from the
+    /// previous parsed packet's) from 1; at 0 the last frame's last key (or [`NO_KEY`]).
+    keys: Box<[DecapKey; FRAME_SIZE + 1]>,
+    /// Their keys' home slots ([`DecapTable::start`]), by position in `keys`.
+    homes: [u32; FRAME_SIZE + 1],
+    /// Their lookup results (a slot or [`MISS`]), by position in `keys`.
+    found: [u32; FRAME_SIZE + 1],
     metas: Box<[P::Meta; FRAME_SIZE]>,
-    /// Per packet: tunnel index, [`MISS`], [`DONE`] or [`SAME`].
-    res: [u32; FRAME_SIZE],
+    /// Per packet: [`DONE`], [`SAME`] or [`NEW`].
+    state: [u8; FRAME_SIZE],
     nexts: [u16; FRAME_SIZE],
-    /// Packets whose keys are looked up.
-    todo: [u16; FRAME_SIZE],
-    /// Their keys' home slots ([`DecapTable::start`]), by position in `todo`.
-    homes: [u32; FRAME_SIZE],
     /// The last key looked up and its result (kept across frames; cleared by any change
     /// of the table).
     last: Option<(DecapKey, u32)>,
@@ -1765,12 +1773,12 @@ impl<P: DecapProto> Default for DecapFrame<P> {
         DecapFrame {
             proto: P::default(),
             table: DecapTable::default(),
-            keys: Box::new([DecapKey::default(); FRAME_SIZE]),
+            keys: Box::new([DecapKey::default(); FRAME_SIZE + 1]),
+            homes: [0; FRAME_SIZE + 1],
+            found: [MISS; FRAME_SIZE + 1],
             metas: Box::new([P::Meta::default(); FRAME_SIZE]),
-            res: [MISS; FRAME_SIZE],
+            state: [DONE; FRAME_SIZE],
             nexts: [0; FRAME_SIZE],
-            todo: [0; FRAME_SIZE],
-            homes: [0; FRAME_SIZE],
             last: None,
         }
     }
@@ -1781,10 +1789,14 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let arena = cx.arena();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
+        // `keys[0]` is the last frame's last key and `found[0]` its result (or a key no
+        // packet has, not found): the frame's new keys are `keys[1..new]`.
+        (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_KEY, MISS));
         // Pass 1: parse.
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
-        let mut todo = 0;
-        let mut prev: Option<DecapKey> = self.last.map(|(k, _)| k);
+        let mut new = 1;
+        // The previous parsed packet's key (`keys[new - 1]`, kept apart to be compared).
+        let mut prev = self.keys[0];
         for (j, &bi) in frame.iter().enumerate() {
             if let Some(&a) = ahead.get(j) {
                 arena.prefetch(a);
@@ -1794,36 +1806,34 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             let mut b = unsafe { arena.buffer(bi) };
             match self.proto.parse(cx, &mut b) {
                 Err(v) => {
-                    self.res[j] = DONE;
+                    self.state[j] = DONE;
                     self.nexts[j] = verdict::<P>(cx, &mut b, v);
                 }
                 Ok((k, m)) => {
-                    self.keys[j] = k;
                     self.metas[j] = m;
-                    if prev == Some(k) {
-                        self.res[j] = SAME;
+                    if prev == k {
+                        self.state[j] = SAME;
                     } else {
-                        self.res[j] = MISS;
-                        self.todo[todo] = j as u16;
+                        self.state[j] = NEW;
+                        self.keys[new] = k;
                         // The slot's line is on its way while the frame is parsed.
-                        self.homes[todo] = self.table.start(&k);
-                        todo += 1;
-                        prev = Some(k);
+                        self.homes[new] = self.table.start(&k);
+                        new += 1;
+                        prev = k;
                     }
                 }
             }
         }
         // Pass 2: the new keys' lookups, in stages over the frame.
         self.table.lookup_frame(
-            &self.keys[..n],
-            &self.todo[..todo],
-            &self.homes[..todo],
-            &mut self.res[..n],
+            &self.keys[1..new],
+            &self.homes[1..new],
+            &mut self.found[1..new],
             P::L2_DIRECT.is_some(),
         );
         // Pass 3: finish.
-        let mut last = self.last.map_or(MISS, |(_, r)| r);
-        let mut last_j = None;
+        // The packet's key is `keys[at]`, its result `r`.
+        let (mut at, mut r) = (0, self.found[0]);
         let mut decapsulated = 0;
         let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
         let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
@@ -1832,26 +1842,23 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let (mut mode_of, mut mode) = (MISS, L2Mode::Ethernet);
         let (mut l3_of, mut direct) = (MISS, None);
         for (j, &bi) in frame.iter().enumerate() {
-            let mut r = self.res[j];
-            if r == DONE {
-                continue;
-            }
-            if r == SAME {
-                r = last;
-            } else {
-                last = r;
-                last_j = Some(j);
+            match self.state[j] {
+                DONE => continue,
+                NEW => {
+                    at += 1;
+                    r = self.found.get(at).copied().unwrap_or(MISS);
+                }
+                _ => {}
             }
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             let e = self.table.entry(r);
-            let key = &self.keys[j];
             if b.hdr.is_traced() {
                 cx.trace(
                     &b,
                     DecapTrace {
                         sw_if: e.map(|e| e.sw_if),
-                        key: key.key,
+                        key: self.keys.get(at).map_or(0, |k| k.key),
                     },
                 );
             }
@@ -1887,7 +1894,8 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     }
                 }
                 None => {
-                    let v = self.proto.miss(cx, &mut b, key, m);
+                    let k = self.keys.get(at).copied().unwrap_or(NO_KEY);
+                    let v = self.proto.miss(cx, &mut b, &k, m);
                     verdict::<P>(cx, &mut b, v)
                 }
             };
@@ -1895,8 +1903,8 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         if decapsulated != 0 {
             cx.count(P::DECAPSULATED, decapsulated);
         }
-        if let Some(j) = last_j {
-            self.last = Some((self.keys[j], last));
+        if new > 1 {
+            self.last = Some((prev, r));
         }
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
@@ -2529,10 +2537,9 @@ mod tests {
     /// The interfaces of the tunnels `lookup_frame` finds for `keys` (all of them to do,
     /// their slots started as the decap node starts them).
     fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<Option<u32>> {
-        let todo: Vec<u16> = (0..keys.len() as u16).collect();
         let homes: Vec<u32> = keys.iter().map(|k| t.start(k)).collect();
         let mut out = vec![0; keys.len()];
-        t.lookup_frame(keys, &todo, &homes, &mut out, false);
+        t.lookup_frame(keys, &homes, &mut out, false);
         out.iter().map(|&r| sw_of(t, r)).collect()
     }
 
