@@ -67,7 +67,8 @@
 //!   second [`DecapProto::L2_DIRECT`] arc) for an untagged frame of an up L2 tunnel
 //!   without an input redirect or `l2-input` feature; `ip4-input`/`ip6-input`
 //!   ([`DecapProto::L3_DIRECT`]: GRE, IP-in-IP, GTP-U) for an untraced IP packet of an up
-//!   L3 tunnel without an input redirect ([`l3_mode`] once per tunnel per frame,
+//!   L3 tunnel without an input redirect (kept in its entry, [`DecapEntry::routed`];
+//!   [`l3_fibs`] once per tunnel per frame,
 //!   [`decap_l3`]: `ip.fib_index` = the tunnel's table, as `ethernet-input` sets it);
 //!   protocol replies (GTP-U).
 //! - counters: `decapsulated` (info, added once per frame), `no_such_tunnel`, and each
@@ -660,6 +661,8 @@ pub struct DecapSpec {
     pub l2: bool,
     /// The tunnel interface's L2 mode ([`if_mode`]; updated by [`DecapTable::set_mode`]).
     pub mode: L2Mode,
+    /// An up L3 interface ([`if_routed`]; updated by [`DecapTable::set_mode`]).
+    pub routed: bool,
 }
 
 impl DecapSpec {
@@ -672,6 +675,7 @@ impl DecapSpec {
             mac,
             l2,
             mode: L2Mode::Ethernet,
+            routed: false,
         }
     }
 }
@@ -726,7 +730,7 @@ pub struct DecapEntry {
     /// The key's sub-type.
     sub: u8,
     /// Bit 0: Ethernet inside; bits 1–2: the L2 mode ([`MODE_XC`], [`MODE_BD`]; 0:
-    /// [`L2Mode::Ethernet`]).
+    /// [`L2Mode::Ethernet`]); bit 3: [`BIT_ROUTED`].
     bits: u8,
 }
 
@@ -736,6 +740,8 @@ const BIT_L2: u8 = 1;
 const MODE_XC: u8 = 2;
 /// [`DecapEntry`]'s `bits`: in bridge domain `mode`.
 const MODE_BD: u8 = 4;
+/// [`DecapEntry`]'s `bits`: the tunnel is an up L3 interface ([`if_routed`]).
+const BIT_ROUTED: u8 = 8;
 
 /// `m` as [`DecapEntry`]'s (`mode`, `bits`): a peer beyond `u16` is kept as
 /// [`L2Mode::Ethernet`] (through `ethernet-input`, which reads the peer itself).
@@ -765,6 +771,13 @@ impl DecapEntry {
             MODE_BD => L2Mode::Bridge(self.mode),
             _ => L2Mode::Ethernet,
         }
+    }
+    /// The tunnel interface is an admin-up L3 interface without an input redirect
+    /// ([`if_routed`], as the control plane last published it): its IP packets may go
+    /// straight to `ip4-input`/`ip6-input`.
+    #[inline(always)]
+    pub fn routed(&self) -> bool {
+        self.bits & BIT_ROUTED != 0
     }
     /// Adds a received packet of `bytes` bytes to the tunnel's counters.
     #[inline(always)]
@@ -882,7 +895,7 @@ pub struct DecapTable {
     /// 64 − log2(the slots): [`DecapTable::home`] keeps the hash's top bits.
     shift: u32,
     /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` (or,
-    /// for an L3 tunnel, [`l3_mode`]) reads next (prefetched with the counters; None in a
+    /// for an L3 tunnel, [`l3_fibs`]) reads next (prefetched with the counters; None in a
     /// runtime without vnet).
     if_attrs: Option<IfAttrs>,
     /// The feature next table and `ethernet-input`'s slot in it (the `l2-input` arc it
@@ -948,7 +961,7 @@ impl DecapTable {
             mode,
             mac: e.mac,
             sub: k.sub,
-            bits: bits | if e.l2 { BIT_L2 } else { 0 },
+            bits: bits | if e.l2 { BIT_L2 } else { 0 } | if e.routed { BIT_ROUTED } else { 0 },
         });
         self.keep[i] = Some(e.counters.clone());
         Ok(())
@@ -1016,15 +1029,15 @@ impl DecapTable {
             }
         }
     }
-    /// Sets the L2 mode of the tunnel of key `k` (of interface `sw_if`: an entry of
-    /// another interface is left alone).
-    pub fn set_mode(&mut self, k: &DecapKey, sw_if: u32, m: L2Mode) {
+    /// Sets the L2 mode and [`DecapEntry::routed`] of the tunnel of key `k` (of interface
+    /// `sw_if`: an entry of another interface is left alone).
+    pub fn set_mode(&mut self, k: &DecapKey, sw_if: u32, m: L2Mode, routed: bool) {
         let i = self.lookup(k);
         if let Some(Some(e)) = self.slots.get_mut(i as usize) {
             if e.sw_if == sw_if {
                 let (mode, bits) = pack_mode(m);
                 e.mode = mode;
-                e.bits = (e.bits & BIT_L2) | bits;
+                e.bits = (e.bits & BIT_L2) | bits | if routed { BIT_ROUTED } else { 0 };
             }
         }
     }
@@ -1140,21 +1153,29 @@ pub struct L3Arcs {
     pub ip6: Next,
 }
 
-/// The IPv4 and IPv6 tables of tunnel `sw_if` if its decapsulated IP packets may skip
-/// `ethernet-input` ([`decap_l3`] with an [`L3Direct`]): an admin-up L3 interface without an input redirect
-/// (what `ethernet-input` would otherwise drop, switch or redirect). From the record
-/// [`DecapTable::lookup_frame`] prefetched, once per tunnel per frame (as [`l2_mode`]).
+/// Whether an interface's decapsulated IP packets may skip `ethernet-input` ([`decap_l3`]
+/// with an [`L3Direct`]), from its record: an admin-up L3 interface without an input
+/// redirect (what `ethernet-input` would otherwise drop, switch or redirect). The control
+/// plane keeps it in the tunnel's decap entries ([`DecapEntry::routed`]) beside the L2
+/// mode, through the same hook ([`if_changed`]).
+pub fn if_routed(a: &IfAttr) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    let l3 = a.l2_xc.load(Relaxed) | a.l2_bd.load(Relaxed) == 0;
+    l3 && a.admin_up.load(Relaxed) && a.rx_redirect.load(Relaxed) == 0
+}
+
+/// The IPv4 and IPv6 tables of tunnel `sw_if`, for the IP packets of a tunnel whose entry
+/// says [`DecapEntry::routed`]. From the record [`DecapTable::lookup_frame`] prefetched,
+/// once per tunnel per frame (as [`l2_mode`]).
 #[inline]
-pub fn l3_mode(ifs: &[IfAttr], sw_if: u32) -> Option<[u32; 2]> {
+pub fn l3_fibs(ifs: &[IfAttr], sw_if: u32) -> [u32; 2] {
     use std::sync::atomic::Ordering::Relaxed;
     let a = sluice_vnet::interface::attr(ifs, sw_if);
-    let l3 = a.l2_xc.load(Relaxed) | a.l2_bd.load(Relaxed) == 0;
-    (l3 && a.admin_up.load(Relaxed) && a.rx_redirect.load(Relaxed) == 0)
-        .then(|| [a.fib4.load(Relaxed), a.fib6.load(Relaxed)])
+    [a.fib4.load(Relaxed), a.fib6.load(Relaxed)]
 }
 
 /// Where [`decap_l3`] sends an IP packet of an up L3 tunnel instead of `ethernet-input`:
-/// the tunnel interface's tables ([`l3_mode`]) and the protocol's arcs.
+/// the tunnel interface's tables ([`l3_fibs`]) and the protocol's arcs.
 #[derive(Clone, Copy)]
 pub struct L3Direct {
     /// The tunnel's IPv4 and IPv6 FIB indices.
@@ -1215,7 +1236,7 @@ impl DecapTable {
     /// `homes[t]` (from [`DecapTable::start`], which prefetched the slot when the packet
     /// was parsed), and for each hit prefetches its counters row (this thread's, which the
     /// entry points at) and the tunnel's interface record (what `ethernet-input` or
-    /// [`l3_mode`] reads next: with many tunnels it would miss on each packet's record) —
+    /// [`l3_fibs`] reads next: with many tunnels it would miss on each packet's record) —
     /// but not when `l2_direct` (the node sends frames straight to `l2-input`) and the
     /// entry's mode says its frames go there: then nothing reads the record. The three
     /// slices are the frame's new keys in order, so the pass reads them in step, with no
@@ -1869,9 +1890,12 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                         Some((ifs, arcs)) => {
                             if r != l3_of {
                                 l3_of = r;
-                                direct = l3_mode(ifs, e.sw_if)
-                                    .filter(|_| !e.l2() && e.next == arcs.eth)
-                                    .map(|fibs| L3Direct { fibs, arcs });
+                                direct = (e.routed() && !e.l2() && e.next == arcs.eth).then(|| {
+                                    L3Direct {
+                                        fibs: l3_fibs(ifs, e.sw_if),
+                                        arcs,
+                                    }
+                                });
                             }
                             direct.filter(|_| !b.hdr.is_traced())
                         }
@@ -2190,7 +2214,9 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     }
     let mut de = DecapSpec::new(sw.0, next, counters, mac, !l3);
     // Later changes come through `if_changed`.
-    de.mode = sluice_vnet::interface::with_if_attr(vm, sw.0, if_mode).unwrap_or(L2Mode::Ethernet);
+    (de.mode, de.routed) =
+        sluice_vnet::interface::with_if_attr(vm, sw.0, |a| (if_mode(a), if_routed(a)))
+            .unwrap_or((L2Mode::Ethernet, false));
     let table_of = p.table_of[fam];
     let if_attrs = vm.ext_mut::<IfAttrTable>().0.clone();
     let reg = sluice_vnet::feature::registry(vm);
@@ -2287,10 +2313,12 @@ pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, what: sluice_vnet::interface::If
     let Some(decap) = vm.registry.find(p.decap[fam]) else {
         return;
     };
-    let m = sluice_vnet::interface::with_if_attr(vm, sw.0, if_mode).unwrap_or(L2Mode::Ethernet);
+    let (m, routed) =
+        sluice_vnet::interface::with_if_attr(vm, sw.0, |a| (if_mode(a), if_routed(a)))
+            .unwrap_or((L2Mode::Ethernet, false));
     vm.foreach_thread(move |tg| {
         if let Some(tbl) = table_of(tg, decap) {
-            tbl.set_mode(&key, sw.0, m);
+            tbl.set_mode(&key, sw.0, m, routed);
         }
     });
 }
@@ -2582,8 +2610,8 @@ mod tests {
             vec![None, Some(14), Some(16)]
         );
         // The L2 mode is set by key, and only for the tunnel's own interface.
-        t.set_mode(&key(4), 14, L2Mode::Bridge(3));
-        t.set_mode(&key(2), 14, L2Mode::Bridge(4));
+        t.set_mode(&key(4), 14, L2Mode::Bridge(3), false);
+        t.set_mode(&key(2), 14, L2Mode::Bridge(4), false);
         let mode = |t: &DecapTable, k| t.entry(t.lookup(&key(k))).unwrap().mode();
         assert_eq!(
             (mode(&t, 4), mode(&t, 2)),
