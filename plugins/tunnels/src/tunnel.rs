@@ -2620,6 +2620,37 @@ mod tests {
     }
 
     #[test]
+    fn decap_set_mode_flips_routed_and_keeps_l2_and_mode() {
+        let mut t = DecapTable::default();
+        let mut spec = entry(13);
+        spec.l2 = true;
+        t.insert(key(1), &spec, 0).unwrap();
+        t.insert(key(2), &entry(14), 0).unwrap();
+        // (l2, mode, routed) of the tunnel of key `k`.
+        let bits = |t: &DecapTable, k| {
+            let e = t.entry(t.lookup(&key(k))).unwrap();
+            (e.l2(), e.mode(), e.routed())
+        };
+        assert_eq!(bits(&t, 1), (true, L2Mode::Ethernet, false));
+        t.set_mode(&key(1), 13, L2Mode::Bridge(3), true);
+        assert_eq!(bits(&t, 1), (true, L2Mode::Bridge(3), true));
+        t.set_mode(&key(1), 13, L2Mode::Bridge(3), false);
+        assert_eq!(bits(&t, 1), (true, L2Mode::Bridge(3), false));
+        t.set_mode(&key(2), 14, L2Mode::Ethernet, true);
+        assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, true));
+        // Another interface's change leaves the entry alone.
+        t.set_mode(&key(2), 13, L2Mode::Ethernet, false);
+        assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, true));
+        t.set_mode(&key(2), 14, L2Mode::Ethernet, false);
+        assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, false));
+        // An L3 tunnel created up starts routed.
+        let mut spec = entry(15);
+        spec.routed = true;
+        t.insert(key(3), &spec, 0).unwrap();
+        assert_eq!(bits(&t, 3), (false, L2Mode::Ethernet, true));
+    }
+
+    #[test]
     fn decap_entry_counts_into_its_threads_row_after_the_spec_is_gone() {
         let mut t = DecapTable::default();
         let c = Arc::new(IfCounters::new(3));
