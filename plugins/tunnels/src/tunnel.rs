@@ -940,6 +940,12 @@ impl DecapTable {
     /// (whose row of the counters the entry holds). Fails when the table cannot grow
     /// (memory) or the counters have no row for `t`; the table is then unchanged.
     pub fn insert(&mut self, k: DecapKey, e: &DecapSpec, t: usize) -> Result<(), InsertError> {
+        // NO_KEY's sub-type: a tunnel under it would be found for DecapFrame's "no last key".
+        debug_assert!(
+            k.sub != NO_KEY.sub,
+            "decap key sub-type {} is NO_KEY's",
+            k.sub
+        );
         let rx = RxRow::new(&e.counters, t).ok_or(InsertError::NoRow)?;
         let i = match self.lookup(&k) {
             MISS => {
@@ -2617,6 +2623,37 @@ mod tests {
             (mode(&t, 4), mode(&t, 2)),
             (L2Mode::Bridge(3), L2Mode::Ethernet)
         );
+    }
+
+    #[test]
+    fn decap_sub_types_are_never_no_keys() {
+        let kinds = [
+            Kind::Vxlan,
+            Kind::Gre { teb: false },
+            Kind::Gre { teb: true },
+            Kind::Ipip,
+            Kind::Gtpu { l2: false },
+            Kind::Gtpu { l2: true },
+            Kind::Srv6 { l2: false },
+            Kind::Srv6 { l2: true },
+        ];
+        for kind in kinds {
+            for key in [0, 1, 0x00ff_ffff, u32::MAX] {
+                assert_ne!(sub_of(kind, key), NO_KEY.sub, "{kind:?} key {key}");
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "NO_KEY's")]
+    fn decap_table_refuses_no_keys_sub_type() {
+        let mut t = DecapTable::default();
+        let k = DecapKey {
+            sub: NO_KEY.sub,
+            ..key(1)
+        };
+        let _ = t.insert(k, &entry(13), 0);
     }
 
     #[test]
