@@ -67,7 +67,8 @@
 //!   second [`DecapProto::L2_DIRECT`] arc) for an untagged frame of an up L2 tunnel
 //!   without an input redirect or `l2-input` feature; `ip4-input`/`ip6-input`
 //!   ([`DecapProto::L3_DIRECT`]: GRE, IP-in-IP, GTP-U) for an untraced IP packet of an up
-//!   L3 tunnel without an input redirect ([`l3_mode`] once per tunnel per frame,
+//!   L3 tunnel without an input redirect (kept in its entry, [`DecapEntry::routed`];
+//!   [`l3_fibs`] once per tunnel per frame,
 //!   [`decap_l3`]: `ip.fib_index` = the tunnel's table, as `ethernet-input` sets it);
 //!   protocol replies (GTP-U).
 //! - counters: `decapsulated` (info, added once per frame), `no_such_tunnel`, and each
@@ -660,6 +661,8 @@ pub struct DecapSpec {
     pub l2: bool,
     /// The tunnel interface's L2 mode ([`if_mode`]; updated by [`DecapTable::set_mode`]).
     pub mode: L2Mode,
+    /// An up L3 interface ([`if_routed`]; updated by [`DecapTable::set_mode`]).
+    pub routed: bool,
 }
 
 impl DecapSpec {
@@ -672,6 +675,7 @@ impl DecapSpec {
             mac,
             l2,
             mode: L2Mode::Ethernet,
+            routed: false,
         }
     }
 }
@@ -726,7 +730,7 @@ pub struct DecapEntry {
     /// The key's sub-type.
     sub: u8,
     /// Bit 0: Ethernet inside; bits 1–2: the L2 mode ([`MODE_XC`], [`MODE_BD`]; 0:
-    /// [`L2Mode::Ethernet`]).
+    /// [`L2Mode::Ethernet`]); bit 3: [`BIT_ROUTED`].
     bits: u8,
 }
 
@@ -736,6 +740,8 @@ const BIT_L2: u8 = 1;
 const MODE_XC: u8 = 2;
 /// [`DecapEntry`]'s `bits`: in bridge domain `mode`.
 const MODE_BD: u8 = 4;
+/// [`DecapEntry`]'s `bits`: the tunnel is an up L3 interface ([`if_routed`]).
+const BIT_ROUTED: u8 = 8;
 
 /// `m` as [`DecapEntry`]'s (`mode`, `bits`): a peer beyond `u16` is kept as
 /// [`L2Mode::Ethernet`] (through `ethernet-input`, which reads the peer itself).
@@ -765,6 +771,13 @@ impl DecapEntry {
             MODE_BD => L2Mode::Bridge(self.mode),
             _ => L2Mode::Ethernet,
         }
+    }
+    /// The tunnel interface is an admin-up L3 interface without an input redirect
+    /// ([`if_routed`], as the control plane last published it): its IP packets may go
+    /// straight to `ip4-input`/`ip6-input`.
+    #[inline(always)]
+    pub fn routed(&self) -> bool {
+        self.bits & BIT_ROUTED != 0
     }
     /// Adds a received packet of `bytes` bytes to the tunnel's counters.
     #[inline(always)]
@@ -882,7 +895,7 @@ pub struct DecapTable {
     /// 64 − log2(the slots): [`DecapTable::home`] keeps the hash's top bits.
     shift: u32,
     /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` (or,
-    /// for an L3 tunnel, [`l3_mode`]) reads next (prefetched with the counters; None in a
+    /// for an L3 tunnel, [`l3_fibs`]) reads next (prefetched with the counters; None in a
     /// runtime without vnet).
     if_attrs: Option<IfAttrs>,
     /// The feature next table and `ethernet-input`'s slot in it (the `l2-input` arc it
@@ -927,6 +940,12 @@ impl DecapTable {
     /// (whose row of the counters the entry holds). Fails when the table cannot grow
     /// (memory) or the counters have no row for `t`; the table is then unchanged.
     pub fn insert(&mut self, k: DecapKey, e: &DecapSpec, t: usize) -> Result<(), InsertError> {
+        // NO_KEY's sub-type: a tunnel under it would be found for DecapFrame's "no last key".
+        debug_assert!(
+            k.sub != NO_KEY.sub,
+            "decap key sub-type {} is NO_KEY's",
+            k.sub
+        );
         let rx = RxRow::new(&e.counters, t).ok_or(InsertError::NoRow)?;
         let i = match self.lookup(&k) {
             MISS => {
@@ -948,7 +967,7 @@ impl DecapTable {
             mode,
             mac: e.mac,
             sub: k.sub,
-            bits: bits | if e.l2 { BIT_L2 } else { 0 },
+            bits: bits | if e.l2 { BIT_L2 } else { 0 } | if e.routed { BIT_ROUTED } else { 0 },
         });
         self.keep[i] = Some(e.counters.clone());
         Ok(())
@@ -1016,15 +1035,15 @@ impl DecapTable {
             }
         }
     }
-    /// Sets the L2 mode of the tunnel of key `k` (of interface `sw_if`: an entry of
-    /// another interface is left alone).
-    pub fn set_mode(&mut self, k: &DecapKey, sw_if: u32, m: L2Mode) {
+    /// Sets the L2 mode and [`DecapEntry::routed`] of the tunnel of key `k` (of interface
+    /// `sw_if`: an entry of another interface is left alone).
+    pub fn set_mode(&mut self, k: &DecapKey, sw_if: u32, m: L2Mode, routed: bool) {
         let i = self.lookup(k);
         if let Some(Some(e)) = self.slots.get_mut(i as usize) {
             if e.sw_if == sw_if {
                 let (mode, bits) = pack_mode(m);
                 e.mode = mode;
-                e.bits = (e.bits & BIT_L2) | bits;
+                e.bits = (e.bits & BIT_L2) | bits | if routed { BIT_ROUTED } else { 0 };
             }
         }
     }
@@ -1140,21 +1159,29 @@ pub struct L3Arcs {
     pub ip6: Next,
 }
 
-/// The IPv4 and IPv6 tables of tunnel `sw_if` if its decapsulated IP packets may skip
-/// `ethernet-input` ([`decap_l3`] with an [`L3Direct`]): an admin-up L3 interface without an input redirect
-/// (what `ethernet-input` would otherwise drop, switch or redirect). From the record
-/// [`DecapTable::lookup_frame`] prefetched, once per tunnel per frame (as [`l2_mode`]).
+/// Whether an interface's decapsulated IP packets may skip `ethernet-input` ([`decap_l3`]
+/// with an [`L3Direct`]), from its record: an admin-up L3 interface without an input
+/// redirect (what `ethernet-input` would otherwise drop, switch or redirect). The control
+/// plane keeps it in the tunnel's decap entries ([`DecapEntry::routed`]) beside the L2
+/// mode, through the same hook ([`if_changed`]).
+pub fn if_routed(a: &IfAttr) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    let l3 = a.l2_xc.load(Relaxed) | a.l2_bd.load(Relaxed) == 0;
+    l3 && a.admin_up.load(Relaxed) && a.rx_redirect.load(Relaxed) == 0
+}
+
+/// The IPv4 and IPv6 tables of tunnel `sw_if`, for the IP packets of a tunnel whose entry
+/// says [`DecapEntry::routed`]. From the record [`DecapTable::lookup_frame`] prefetched,
+/// once per tunnel per frame (as [`l2_mode`]).
 #[inline]
-pub fn l3_mode(ifs: &[IfAttr], sw_if: u32) -> Option<[u32; 2]> {
+pub fn l3_fibs(ifs: &[IfAttr], sw_if: u32) -> [u32; 2] {
     use std::sync::atomic::Ordering::Relaxed;
     let a = sluice_vnet::interface::attr(ifs, sw_if);
-    let l3 = a.l2_xc.load(Relaxed) | a.l2_bd.load(Relaxed) == 0;
-    (l3 && a.admin_up.load(Relaxed) && a.rx_redirect.load(Relaxed) == 0)
-        .then(|| [a.fib4.load(Relaxed), a.fib6.load(Relaxed)])
+    [a.fib4.load(Relaxed), a.fib6.load(Relaxed)]
 }
 
 /// Where [`decap_l3`] sends an IP packet of an up L3 tunnel instead of `ethernet-input`:
-/// the tunnel interface's tables ([`l3_mode`]) and the protocol's arcs.
+/// the tunnel interface's tables ([`l3_fibs`]) and the protocol's arcs.
 #[derive(Clone, Copy)]
 pub struct L3Direct {
     /// The tunnel's IPv4 and IPv6 FIB indices.
@@ -1211,30 +1238,24 @@ impl DecapTable {
     pub fn lookup(&self, k: &DecapKey) -> u32 {
         self.probe(k, self.home(k) as usize)
     }
-    /// Looks up `keys[j]` for every `j` of `todo` into `out[j]` (a slot or [`MISS`]),
-    /// probing from `homes[t]` for `todo[t]` (from [`DecapTable::start`], which
-    /// prefetched the slot when the packet was parsed), and for each hit prefetches its
-    /// counters row (this thread's, which the entry points at) and the tunnel's interface
-    /// record (what `ethernet-input` or [`l3_mode`] reads next: with many tunnels it would
-    /// miss on each packet's record) — but not when `l2_direct` (the node sends frames
-    /// straight to `l2-input`) and the entry's mode says its frames go there: then
-    /// nothing reads the record.
+    /// Looks up every `keys[t]` into `out[t]` (a slot or [`MISS`]), probing from
+    /// `homes[t]` (from [`DecapTable::start`], which prefetched the slot when the packet
+    /// was parsed), and for each hit prefetches its counters row (this thread's, which the
+    /// entry points at) and the tunnel's interface record (what `ethernet-input` or
+    /// [`l3_fibs`] reads next: with many tunnels it would miss on each packet's record) —
+    /// but not when `l2_direct` (the node sends frames straight to `l2-input`) and the
+    /// entry's mode says its frames go there: then nothing reads the record. The three
+    /// slices are the frame's new keys in order, so the pass reads them in step, with no
+    /// index of packets.
     #[inline]
-    pub fn lookup_frame(
-        &self,
-        keys: &[DecapKey],
-        todo: &[u16],
-        homes: &[u32],
-        out: &mut [u32],
-        l2_direct: bool,
-    ) {
+    pub fn lookup_frame(&self, keys: &[DecapKey], homes: &[u32], out: &mut [u32], l2_direct: bool) {
         let attrs = self.if_attrs.as_deref();
-        for (&j, &h) in todo.iter().zip(homes) {
-            let Some((r, e)) = self.find(&keys[j as usize], h as usize) else {
-                out[j as usize] = MISS;
+        for ((k, &h), o) in keys.iter().zip(homes).zip(out.iter_mut()) {
+            let Some((r, e)) = self.find(k, h as usize) else {
+                *o = MISS;
                 continue;
             };
-            out[j as usize] = r;
+            *o = r;
             e.prefetch_rx();
             match attrs {
                 Some(a) if !(l2_direct && e.bits & (MODE_XC | MODE_BD) != 0) => {
@@ -1727,9 +1748,21 @@ fn verdict<P: DecapProto>(cx: &mut Cx, b: &mut Buffer<'_>, v: Verdict<P::Counter
 
 /// Packet state in [`DecapFrame`]'s per-frame arrays: done in the parse pass (its arc is
 /// in `nexts`).
-const DONE: u32 = MISS - 1;
+const DONE: u8 = 0;
 /// Packet state: its key is the previous parsed packet's (same result).
-const SAME: u32 = MISS - 2;
+const SAME: u8 = 1;
+/// Packet state: a new key, the next of the frame's `keys`.
+const NEW: u8 = 2;
+
+/// A key no packet has (no protocol parses a sub-type of 255): [`DecapFrame`]'s previous
+/// key when it knows none.
+const NO_KEY: DecapKey = DecapKey {
+    fib: u32::MAX,
+    key: u32::MAX,
+    sub: u8::MAX,
+    src: u128::MAX,
+    dst: u128::MAX,
+};
 
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
@@ -1746,15 +1779,17 @@ pub struct DecapFrame<P: DecapProto> {
     /// (table, src, dst, key) → tunnel; changed only through `table()`, which also forgets
     /// the cached previous key.
     table: DecapTable,
-    keys: Box<[DecapKey; FRAME_SIZE]>,
+    /// The frame's new keys in packet order (a key is new when it differs from the
+    /// previous parsed packet's) from 1; at 0 the last frame's last key (or [`NO_KEY`]).
+    keys: Box<[DecapKey; FRAME_SIZE + 1]>,
+    /// Their keys' home slots ([`DecapTable::start`]), by position in `keys`.
+    homes: [u32; FRAME_SIZE + 1],
+    /// Their lookup results (a slot or [`MISS`]), by position in `keys`.
+    found: [u32; FRAME_SIZE + 1],
     metas: Box<[P::Meta; FRAME_SIZE]>,
-    /// Per packet: tunnel index, [`MISS`], [`DONE`] or [`SAME`].
-    res: [u32; FRAME_SIZE],
+    /// Per packet: [`DONE`], [`SAME`] or [`NEW`].
+    state: [u8; FRAME_SIZE],
     nexts: [u16; FRAME_SIZE],
-    /// Packets whose keys are looked up.
-    todo: [u16; FRAME_SIZE],
-    /// Their keys' home slots ([`DecapTable::start`]), by position in `todo`.
-    homes: [u32; FRAME_SIZE],
     /// The last key looked up and its result (kept across frames; cleared by any change
     /// of the table).
     last: Option<(DecapKey, u32)>,
@@ -1765,12 +1800,12 @@ impl<P: DecapProto> Default for DecapFrame<P> {
         DecapFrame {
             proto: P::default(),
             table: DecapTable::default(),
-            keys: Box::new([DecapKey::default(); FRAME_SIZE]),
+            keys: Box::new([DecapKey::default(); FRAME_SIZE + 1]),
+            homes: [0; FRAME_SIZE + 1],
+            found: [MISS; FRAME_SIZE + 1],
             metas: Box::new([P::Meta::default(); FRAME_SIZE]),
-            res: [MISS; FRAME_SIZE],
+            state: [DONE; FRAME_SIZE],
             nexts: [0; FRAME_SIZE],
-            todo: [0; FRAME_SIZE],
-            homes: [0; FRAME_SIZE],
             last: None,
         }
     }
@@ -1781,10 +1816,14 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let arena = cx.arena();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
+        // `keys[0]` is the last frame's last key and `found[0]` its result (or a key no
+        // packet has, not found): the frame's new keys are `keys[1..new]`.
+        (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_KEY, MISS));
         // Pass 1: parse.
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
-        let mut todo = 0;
-        let mut prev: Option<DecapKey> = self.last.map(|(k, _)| k);
+        let mut new = 1;
+        // The previous parsed packet's key (`keys[new - 1]`, kept apart to be compared).
+        let mut prev = self.keys[0];
         for (j, &bi) in frame.iter().enumerate() {
             if let Some(&a) = ahead.get(j) {
                 arena.prefetch(a);
@@ -1794,36 +1833,34 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             let mut b = unsafe { arena.buffer(bi) };
             match self.proto.parse(cx, &mut b) {
                 Err(v) => {
-                    self.res[j] = DONE;
+                    self.state[j] = DONE;
                     self.nexts[j] = verdict::<P>(cx, &mut b, v);
                 }
                 Ok((k, m)) => {
-                    self.keys[j] = k;
                     self.metas[j] = m;
-                    if prev == Some(k) {
-                        self.res[j] = SAME;
+                    if prev == k {
+                        self.state[j] = SAME;
                     } else {
-                        self.res[j] = MISS;
-                        self.todo[todo] = j as u16;
+                        self.state[j] = NEW;
+                        self.keys[new] = k;
                         // The slot's line is on its way while the frame is parsed.
-                        self.homes[todo] = self.table.start(&k);
-                        todo += 1;
-                        prev = Some(k);
+                        self.homes[new] = self.table.start(&k);
+                        new += 1;
+                        prev = k;
                     }
                 }
             }
         }
         // Pass 2: the new keys' lookups, in stages over the frame.
         self.table.lookup_frame(
-            &self.keys[..n],
-            &self.todo[..todo],
-            &self.homes[..todo],
-            &mut self.res[..n],
+            &self.keys[1..new],
+            &self.homes[1..new],
+            &mut self.found[1..new],
             P::L2_DIRECT.is_some(),
         );
         // Pass 3: finish.
-        let mut last = self.last.map_or(MISS, |(_, r)| r);
-        let mut last_j = None;
+        // The packet's key is `keys[at]`, its result `r`.
+        let (mut at, mut r) = (0, self.found[0]);
         let mut decapsulated = 0;
         let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
         let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
@@ -1832,26 +1869,23 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let (mut mode_of, mut mode) = (MISS, L2Mode::Ethernet);
         let (mut l3_of, mut direct) = (MISS, None);
         for (j, &bi) in frame.iter().enumerate() {
-            let mut r = self.res[j];
-            if r == DONE {
-                continue;
-            }
-            if r == SAME {
-                r = last;
-            } else {
-                last = r;
-                last_j = Some(j);
+            match self.state[j] {
+                DONE => continue,
+                NEW => {
+                    at += 1;
+                    r = self.found.get(at).copied().unwrap_or(MISS);
+                }
+                _ => {}
             }
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             let e = self.table.entry(r);
-            let key = &self.keys[j];
             if b.hdr.is_traced() {
                 cx.trace(
                     &b,
                     DecapTrace {
                         sw_if: e.map(|e| e.sw_if),
-                        key: key.key,
+                        key: self.keys.get(at).map_or(0, |k| k.key),
                     },
                 );
             }
@@ -1862,9 +1896,12 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                         Some((ifs, arcs)) => {
                             if r != l3_of {
                                 l3_of = r;
-                                direct = l3_mode(ifs, e.sw_if)
-                                    .filter(|_| !e.l2() && e.next == arcs.eth)
-                                    .map(|fibs| L3Direct { fibs, arcs });
+                                direct = (e.routed() && !e.l2() && e.next == arcs.eth).then(|| {
+                                    L3Direct {
+                                        fibs: l3_fibs(ifs, e.sw_if),
+                                        arcs,
+                                    }
+                                });
                             }
                             direct.filter(|_| !b.hdr.is_traced())
                         }
@@ -1887,7 +1924,8 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     }
                 }
                 None => {
-                    let v = self.proto.miss(cx, &mut b, key, m);
+                    let k = self.keys.get(at).copied().unwrap_or(NO_KEY);
+                    let v = self.proto.miss(cx, &mut b, &k, m);
                     verdict::<P>(cx, &mut b, v)
                 }
             };
@@ -1895,8 +1933,8 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         if decapsulated != 0 {
             cx.count(P::DECAPSULATED, decapsulated);
         }
-        if let Some(j) = last_j {
-            self.last = Some((self.keys[j], last));
+        if new > 1 {
+            self.last = Some((prev, r));
         }
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
@@ -2182,7 +2220,9 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     }
     let mut de = DecapSpec::new(sw.0, next, counters, mac, !l3);
     // Later changes come through `if_changed`.
-    de.mode = sluice_vnet::interface::with_if_attr(vm, sw.0, if_mode).unwrap_or(L2Mode::Ethernet);
+    (de.mode, de.routed) =
+        sluice_vnet::interface::with_if_attr(vm, sw.0, |a| (if_mode(a), if_routed(a)))
+            .unwrap_or((L2Mode::Ethernet, false));
     let table_of = p.table_of[fam];
     let if_attrs = vm.ext_mut::<IfAttrTable>().0.clone();
     let reg = sluice_vnet::feature::registry(vm);
@@ -2279,10 +2319,12 @@ pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, what: sluice_vnet::interface::If
     let Some(decap) = vm.registry.find(p.decap[fam]) else {
         return;
     };
-    let m = sluice_vnet::interface::with_if_attr(vm, sw.0, if_mode).unwrap_or(L2Mode::Ethernet);
+    let (m, routed) =
+        sluice_vnet::interface::with_if_attr(vm, sw.0, |a| (if_mode(a), if_routed(a)))
+            .unwrap_or((L2Mode::Ethernet, false));
     vm.foreach_thread(move |tg| {
         if let Some(tbl) = table_of(tg, decap) {
-            tbl.set_mode(&key, sw.0, m);
+            tbl.set_mode(&key, sw.0, m, routed);
         }
     });
 }
@@ -2529,10 +2571,9 @@ mod tests {
     /// The interfaces of the tunnels `lookup_frame` finds for `keys` (all of them to do,
     /// their slots started as the decap node starts them).
     fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<Option<u32>> {
-        let todo: Vec<u16> = (0..keys.len() as u16).collect();
         let homes: Vec<u32> = keys.iter().map(|k| t.start(k)).collect();
         let mut out = vec![0; keys.len()];
-        t.lookup_frame(keys, &todo, &homes, &mut out, false);
+        t.lookup_frame(keys, &homes, &mut out, false);
         out.iter().map(|&r| sw_of(t, r)).collect()
     }
 
@@ -2575,13 +2616,75 @@ mod tests {
             vec![None, Some(14), Some(16)]
         );
         // The L2 mode is set by key, and only for the tunnel's own interface.
-        t.set_mode(&key(4), 14, L2Mode::Bridge(3));
-        t.set_mode(&key(2), 14, L2Mode::Bridge(4));
+        t.set_mode(&key(4), 14, L2Mode::Bridge(3), false);
+        t.set_mode(&key(2), 14, L2Mode::Bridge(4), false);
         let mode = |t: &DecapTable, k| t.entry(t.lookup(&key(k))).unwrap().mode();
         assert_eq!(
             (mode(&t, 4), mode(&t, 2)),
             (L2Mode::Bridge(3), L2Mode::Ethernet)
         );
+    }
+
+    #[test]
+    fn decap_sub_types_are_never_no_keys() {
+        let kinds = [
+            Kind::Vxlan,
+            Kind::Gre { teb: false },
+            Kind::Gre { teb: true },
+            Kind::Ipip,
+            Kind::Gtpu { l2: false },
+            Kind::Gtpu { l2: true },
+            Kind::Srv6 { l2: false },
+            Kind::Srv6 { l2: true },
+        ];
+        for kind in kinds {
+            for key in [0, 1, 0x00ff_ffff, u32::MAX] {
+                assert_ne!(sub_of(kind, key), NO_KEY.sub, "{kind:?} key {key}");
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "NO_KEY's")]
+    fn decap_table_refuses_no_keys_sub_type() {
+        let mut t = DecapTable::default();
+        let k = DecapKey {
+            sub: NO_KEY.sub,
+            ..key(1)
+        };
+        let _ = t.insert(k, &entry(13), 0);
+    }
+
+    #[test]
+    fn decap_set_mode_flips_routed_and_keeps_l2_and_mode() {
+        let mut t = DecapTable::default();
+        let mut spec = entry(13);
+        spec.l2 = true;
+        t.insert(key(1), &spec, 0).unwrap();
+        t.insert(key(2), &entry(14), 0).unwrap();
+        // (l2, mode, routed) of the tunnel of key `k`.
+        let bits = |t: &DecapTable, k| {
+            let e = t.entry(t.lookup(&key(k))).unwrap();
+            (e.l2(), e.mode(), e.routed())
+        };
+        assert_eq!(bits(&t, 1), (true, L2Mode::Ethernet, false));
+        t.set_mode(&key(1), 13, L2Mode::Bridge(3), true);
+        assert_eq!(bits(&t, 1), (true, L2Mode::Bridge(3), true));
+        t.set_mode(&key(1), 13, L2Mode::Bridge(3), false);
+        assert_eq!(bits(&t, 1), (true, L2Mode::Bridge(3), false));
+        t.set_mode(&key(2), 14, L2Mode::Ethernet, true);
+        assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, true));
+        // Another interface's change leaves the entry alone.
+        t.set_mode(&key(2), 13, L2Mode::Ethernet, false);
+        assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, true));
+        t.set_mode(&key(2), 14, L2Mode::Ethernet, false);
+        assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, false));
+        // An L3 tunnel created up starts routed.
+        let mut spec = entry(15);
+        spec.routed = true;
+        t.insert(key(3), &spec, 0).unwrap();
+        assert_eq!(bits(&t, 3), (false, L2Mode::Ethernet, true));
     }
 
     #[test]

@@ -468,7 +468,9 @@ fn gtpu_never_answers_a_group() {
 
 /// An up L3 tunnel's G-PDUs go from `gtpu4-input` straight to `ip4-input`/`ip6-input`
 /// in the tunnel interface's tables (only the outer frames cross `ethernet-input`); a
-/// down tunnel's still go through `ethernet-input`, which drops them.
+/// down tunnel's still go through `ethernet-input`, which drops them, and so do a
+/// cross-connected tunnel's and one's with an input redirect (each change reaches the
+/// entry's routed bit; back to L3 or without the redirect, they go direct again).
 #[test]
 fn gtpu_l3_decap_skips_ethernet_input() {
     let (mut vm, t) = routed();
@@ -517,5 +519,36 @@ fn gtpu_l3_decap_skips_ethernet_input() {
     assert!(run(&mut vm, &t, "pg0", "pg1", &frames[..1], 1).is_empty());
     assert_eq!(vectors(&vm, "ethernet-input") - eth1, 2);
     assert_eq!(counter(&vm, "ethernet-input", "down"), 1);
+    // The entry's routed bit follows each change of the interface: after CLI `c`, one
+    // packet sent gives `out` frames on pg1 and `eth` ethernet-input vectors.
+    let step = |vm: &mut sluice_graph::Vlib, c: &str, out: usize, eth: u64| {
+        if !c.is_empty() {
+            cli(vm, &t, c);
+        }
+        let v = vectors(vm, "ethernet-input");
+        let got = run(vm, &t, "pg0", "pg1", &frames[..1], out);
+        assert_eq!(
+            (got.len(), vectors(vm, "ethernet-input") - v),
+            (out, eth),
+            "after {c:?}"
+        );
+    };
+    step(&mut vm, "set interface state gtpu_tunnel0 up", 1, 1);
+    // Cross-connected: ethernet-input sends the packet to l2-input.
+    let xc0 = counter(&vm, "l2-input", "xconnect");
+    step(&mut vm, "set interface l2 xconnect gtpu_tunnel0 pg1", 1, 2);
+    assert_eq!(counter(&vm, "l2-input", "xconnect") - xc0, 1);
+    step(&mut vm, "set interface l3 gtpu_tunnel0", 1, 1);
+    // An input redirect (here to error-drop): ethernet-input applies it.
+    let sw = {
+        let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
+        ifs.find("gtpu_tunnel0").unwrap()
+    };
+    let drop = vm.registry.find("error-drop").unwrap();
+    sluice_vnet::set_rx_redirect(&mut vm, sw, Some(drop)).unwrap();
+    step(&mut vm, "", 0, 2);
+    sluice_vnet::set_rx_redirect(&mut vm, sw, None).unwrap();
+    step(&mut vm, "", 1, 1);
+    assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::RX_PACKETS), 9);
     assert_eq!(in_use(&vm), 0);
 }

@@ -144,6 +144,53 @@ fn vxlan4_decap_exact_bytes_and_drops() {
     assert_eq!(in_use(&vm), 0);
 }
 
+/// One frame of runs from two tunnels with malformed packets and unknown keys between
+/// them (a run continued after a malformed packet; the frame's first and last new keys
+/// differ), then a frame that starts with the last one's tunnel: each packet goes to its
+/// own tunnel (the decap node looks a run up once and remembers the last key across
+/// frames), a miss is counted however many packets repeat it.
+#[test]
+fn vxlan4_decap_runs_of_tunnels_and_misses_in_one_frame() {
+    let (mut vm, t, pg0) = setup(false);
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 14",
+            "set interface state vxlan_tunnel1 up",
+            "set interface l2 bridge vxlan_tunnel1 2",
+        ],
+    );
+    let inner: Vec<Vec<u8>> = (0..13).map(|i| inner_frame(H1, H2, 30 + i)).collect();
+    let mut noi = vxlan_outer4(&inner[2], 5555, 14, pg0, false);
+    noi[14 + 20 + 8] = 0;
+    let vnis = [14, 13, 0, 13, 0, 14, 99, 99, 14, 13, 99, 13, 13];
+    let frames: Vec<Vec<u8>> = vnis
+        .iter()
+        .zip(&inner)
+        .map(|(&v, i)| match v {
+            0 => noi.clone(),
+            v => vxlan_outer4(i, 5555, v, pg0, false),
+        })
+        .collect();
+    let to_pg1 = |js: &[usize]| js.iter().map(|&j| inner[j].clone()).collect::<Vec<_>>();
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames, 5);
+    assert_eq!(out, to_pg1(&[1, 3, 9, 11, 12]));
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames[11..], 2);
+    assert_eq!(out, to_pg1(&[11, 12]));
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 7);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel1", ifc::RX_PACKETS), 3);
+    let bytes = |js: &[usize]| js.iter().map(|&j| inner[j].len() as u64).sum::<u64>();
+    assert_eq!(
+        if_counter(&vm, "vxlan_tunnel1", ifc::RX_BYTES),
+        bytes(&[0, 5, 8])
+    );
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 10);
+    assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 3);
+    assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 2);
+    assert_eq!(in_use(&vm), 0);
+}
+
 /// An L2 tunnel's frames go from the decap node straight to `l2-input` (`ethernet-input`
 /// sees only the outer frame: one vector per packet); its mode and admin state apply from
 /// the next packet: bridged, admin down (dropped by `ethernet-input` as `down`), up,
