@@ -259,6 +259,13 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
                 th.lock().expect("ACL thread").sessions.pipe_min = m;
             }
         }
+        // SLUICE_BENCH_ACL_BURST=0: the look-ahead prefetches buckets 16 packets ahead in
+        // its main loop instead of all of a frame's in its first pass (`Table::pipe_burst`).
+        if crate::env_usize("SLUICE_BENCH_ACL_BURST") == Some(0) {
+            for th in vm.ext_mut::<sluice_acl::AclMain>().shared.threads() {
+                th.lock().expect("ACL thread").sessions.pipe_burst = false;
+            }
+        }
         let shown = cli(&mut vm, &t, "show acl-plugin acl index 0");
         assert!(
             shown.contains(&format!("count {n} ")),

@@ -534,9 +534,10 @@ struct Pre {
     /// The packed session key ([`Packed4::pk`]) and its table digest.
     pk: [u64; 2],
     dig: u64,
-    /// The slot the look-ahead found for `dig` (`NO_SLOT`: none); a slot whose session's
-    /// key is `pk` is that key's however the table changed since, a miss is looked up again
-    /// if the frame changed the table ([`Fc::changes`]).
+    /// From the first pass, `dig`'s home bucket ([`Table::home`]); from the look-ahead
+    /// ([`Pre::look`]) on, the slot it found there (`NO_SLOT`: none). A slot whose
+    /// session's key is `pk` is that key's however the table changed since, a miss is
+    /// looked up again if the frame changed the table ([`Fc::changes`]).
     slot: u32,
     /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`) or [`Pre::HERE`] (on this thread).
     kind: u8,
@@ -565,12 +566,12 @@ impl Pre {
         owner: 0,
     };
 
-    /// The look-ahead: the slot of a packet to be looked up here, and a prefetch of its
-    /// session record.
+    /// The look-ahead: the slot of a packet to be looked up here (from the home bucket the
+    /// first pass found), and a prefetch of its session record.
     #[inline(always)]
     fn look(&mut self, t: &Table) {
         if self.kind == Pre::HERE {
-            let slot = t.find(self.dig);
+            let slot = t.find_home(self.dig, self.slot);
             if let Some(i) = slot {
                 t.prefetch_slot(i, self.pk[1] >> 24 & 0xff == 6);
             }
@@ -606,6 +607,10 @@ const AHEAD: usize = 2;
 /// How many packets ahead the IPv4 nodes' look-ahead looks the slot up in the bucket (which
 /// the first pass prefetched) and prefetches the session ([`Pre`]).
 const SESSION_AHEAD: usize = 8;
+
+/// Without `Table::pipe_burst`, how many packets ahead the main loop prefetches the bucket
+/// (session 12's distance; with it, the first pass prefetches every bucket of the frame).
+const BUCKET_AHEAD: usize = 16;
 
 /// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
 /// the run of packets the same rule of the current list matched, whose hit count is added
@@ -814,7 +819,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// [`AclNode::hit4_ahead`]: the session key and its table digest, or the thread to
     /// hand the packet to; [`Pre::SKIP`] for what `hit4` does not take.
     #[inline(always)]
-    fn pre4(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
+    fn pre4<const BURST: bool>(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
         let Some((p, _)) = Self::packed4(sw_if, b) else {
             return Pre::NONE;
         };
@@ -825,10 +830,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 ..Pre::NONE
             };
         }
+        let dig = fc.t.sessions.digest4(p.pk);
         Pre {
             pk: p.pk,
-            dig: fc.t.sessions.digest4(p.pk),
-            slot: NO_SLOT,
+            dig,
+            // `BURST`: the bucket prefetched now.
+            slot: fc.t.sessions.home(dig, BURST),
             kind: Pre::HERE,
             src_lo: p.src_lo,
             owner: 0,
@@ -924,7 +931,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// context and tally, cost the stateless path 4 to 7 instructions a packet; the
     /// stateless loop (no stateful interface at all) leaves the session code out.
     #[inline(never)]
-    fn frame_loop<const PIPE: bool, const STATEFUL: bool>(
+    fn frame_loop<const PIPE: bool, const STATEFUL: bool, const BURST: bool>(
         &mut self,
         cx: &mut Cx,
         frame: &[BufIdx],
@@ -945,7 +952,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         };
         let mut tally = Tally::default();
         let (kept, handed) =
-            self.packets::<PIPE, STATEFUL>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
+            self.packets::<PIPE, STATEFUL, BURST>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
         drop(guard);
         self.finish(cx, sc, &tally, kept, handed);
     }
@@ -1009,7 +1016,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// is processed (the first packets' ones before the loop). Without `STATEFUL` (no interface of the node
     /// stateful: `Compiled::stateful` empty) the session code is left out.
     #[inline(always)]
-    fn packets<const PIPE: bool, const STATEFUL: bool>(
+    fn packets<const PIPE: bool, const STATEFUL: bool, const BURST: bool>(
         &mut self,
         cx: &mut Cx,
         arena: sluice_buffer::Arena<'_>,
@@ -1037,13 +1044,16 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 // Stored in place (a select of the two values cost a copy through the stack);
                 // `hit4` reads nothing but `kind` of a skipped packet.
                 if run.1 {
-                    self.pre[j] = self.pre4(fc, sw_if, &b);
-                    let p = &self.pre[j];
-                    if p.kind == Pre::HERE {
-                        fc.t.sessions.prefetch_bucket(p.dig);
-                    }
+                    self.pre[j] = self.pre4::<BURST>(fc, sw_if, &b);
                 } else {
                     self.pre[j].kind = Pre::SKIP;
+                }
+            }
+            if !BURST {
+                for p in &self.pre[..n.min(BUCKET_AHEAD)] {
+                    if p.kind == Pre::HERE {
+                        fc.t.sessions.prefetch_home(p.slot);
+                    }
                 }
             }
             for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
@@ -1061,6 +1071,13 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 addrs.prefetch(i + AHEAD, true);
             }
             if PIPE {
+                if !BURST {
+                    if let Some(p) = self.pre[..n].get(i + BUCKET_AHEAD) {
+                        if p.kind == Pre::HERE {
+                            fc.t.sessions.prefetch_home(p.slot);
+                        }
+                    }
+                }
                 if let Some(p) = self.pre[..n].get_mut(i + SESSION_AHEAD) {
                     p.look(&fc.t.sessions);
                 }
@@ -1285,12 +1302,14 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             let t = &guard.sessions;
             t.len() >= t.pipe_min
         };
-        if pipe {
-            self.frame_loop::<true, true>(cx, frame, sc, guard, &cur);
+        if pipe && guard.sessions.pipe_burst {
+            self.frame_loop::<true, true, true>(cx, frame, sc, guard, &cur);
+        } else if pipe {
+            self.frame_loop::<true, true, false>(cx, frame, sc, guard, &cur);
         } else if cur.stateful.is_empty() {
-            self.frame_loop::<false, false>(cx, frame, sc, guard, &cur);
+            self.frame_loop::<false, false, false>(cx, frame, sc, guard, &cur);
         } else {
-            self.frame_loop::<false, true>(cx, frame, sc, guard, &cur);
+            self.frame_loop::<false, true, false>(cx, frame, sc, guard, &cur);
         }
     }
     fn as_any(&mut self) -> &mut dyn Any {
@@ -2250,7 +2269,7 @@ mod tests {
 
     /// [`input4_test`] with pg0's input list one permit+reflect rule (10.0.0.0/24 out) and
     /// every thread's look-ahead threshold `pipe_min` (0: the look-ahead always); pg0's index.
-    fn reflect_pg0(pipe_min: usize) -> (sluice_vnet::testing::NodeTest, u32) {
+    fn reflect_pg0(pipe_min: usize, burst: bool) -> (sluice_vnet::testing::NodeTest, u32) {
         let mut t = input4_test();
         t.cli(
             "create packet-generator interface pg0
@@ -2258,7 +2277,9 @@ mod tests {
              set acl-plugin interface pg0 input acl 0",
         );
         for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
-            lock(th).sessions.pipe_min = pipe_min;
+            let mut th = lock(th);
+            th.sessions.pipe_min = pipe_min;
+            th.sessions.pipe_burst = burst;
         }
         let sw = t.sw_if("pg0");
         (t, sw)
@@ -2389,15 +2410,16 @@ mod tests {
     /// the packet as `hash_collision`).
     #[test]
     fn sessions_made_in_a_frame_admit_its_later_packets() {
-        // With the look-ahead from the first session on, and without.
-        for pipe_min in [0, usize::MAX] {
-            sessions_made_in_a_frame(pipe_min);
+        // With the look-ahead from the first session on (buckets prefetched in its first
+        // pass or 16 packets ahead), and without.
+        for (pipe_min, burst) in [(0, true), (0, false), (usize::MAX, true)] {
+            sessions_made_in_a_frame(pipe_min, burst);
         }
     }
 
-    fn sessions_made_in_a_frame(pipe_min: usize) {
+    fn sessions_made_in_a_frame(pipe_min: usize, burst: bool) {
         use sluice_vnet::testing::pkt;
-        let (mut t, sw) = reflect_pg0(pipe_min);
+        let (mut t, sw) = reflect_pg0(pipe_min, burst);
         let flow = |f: u16| {
             pkt(&format!(
                 "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
@@ -2445,14 +2467,14 @@ mod tests {
     #[test]
     fn a_stale_look_ahead_hit_is_not_taken() {
         for fill in 0..=SESSION_AHEAD {
-            stale_look_ahead_hit(fill);
+            stale_look_ahead_hit(fill, fill % 2 == 0);
         }
     }
 
-    fn stale_look_ahead_hit(fill: usize) {
+    fn stale_look_ahead_hit(fill: usize, burst: bool) {
         use sluice_vnet::testing::pkt;
         // With the look-ahead (`pipe_min` 0).
-        let (mut t, sw) = reflect_pg0(0);
+        let (mut t, sw) = reflect_pg0(0, burst);
         let a = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
         let a_back = pkt("UDP: 10.0.1.2 -> 10.0.0.2\nUDP: 53 -> 1000");
         let b = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1001 -> 53");
@@ -2765,7 +2787,7 @@ mod tests {
 
     fn tcp_end_changes_state(pipe_min: usize, flag: &str, state: &str) {
         use sluice_vnet::testing::pkt;
-        let (mut t, sw) = reflect_pg0(pipe_min);
+        let (mut t, sw) = reflect_pg0(pipe_min, true);
         let seg = |flags: &str, seq: u32| {
             pkt(&format!(
                 "TCP: 10.0.0.2 -> 10.0.1.2\nTCP: 1000 -> 80 {flags} seq {seq} window 1000"

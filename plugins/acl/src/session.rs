@@ -567,6 +567,9 @@ pub struct Table {
     /// From this many sessions on the IPv4 nodes look a frame's sessions up ahead of its
     /// packets (prefetching buckets and records: [`PIPE_MIN_SESSIONS`]).
     pub pipe_min: usize,
+    /// The look-ahead prefetches every bucket of a frame in its first pass (else each
+    /// 16 packets ahead in the main loop: `BUCKET_AHEAD`).
+    pub pipe_burst: bool,
     /// Counts.
     pub stats: Stats,
     /// Next slot the cleaner looks at.
@@ -602,6 +605,7 @@ impl Table {
             pipe_min: PIPE_MIN_SESSIONS,
             #[cfg(test)]
             pipe_min: 0,
+            pipe_burst: true,
             stats: Stats::default(),
             scan: 0,
             changes: 0,
@@ -643,7 +647,7 @@ impl Table {
     }
 
     /// The digest of a narrow key from its packed words ([`Packed4::pk`]): what
-    /// [`Table::find`] and [`Table::prefetch_bucket`] take.
+    /// [`Table::find`] and [`Table::home`] take.
     #[inline(always)]
     pub fn digest4(&self, pk: [u64; 2]) -> u64 {
         let d = self.hasher.hash(pk[0], pk[1]);
@@ -652,18 +656,33 @@ impl Table {
         d
     }
 
-    /// Hints the CPU to fetch the bihash bucket of digest `d` (a frame's look-ahead, ahead
-    /// of [`Table::find`]).
-    #[inline(always)]
-    pub fn prefetch_bucket(&self, d: u64) {
-        self.keys.table().prefetch(d);
-    }
-
     /// The slot the bihash holds for digest `d`: a candidate, whose key [`Table::at4`]
     /// compares; it stays the digest's answer while [`Table::changes`] does not move.
     #[inline(always)]
     pub fn find(&self, d: u64) -> Option<u32> {
         self.keys.table().lookup(d).map(|v| v as u32)
+    }
+
+    /// Digest `d`'s home bucket, and (`fetch`) a prefetch of it: the look-ahead's first
+    /// pass hashes the digest into the bucket array once, for [`Table::find_home`] (and
+    /// [`Table::prefetch_home`]) later.
+    #[inline(always)]
+    pub fn home(&self, d: u64, fetch: bool) -> u32 {
+        self.keys.table().home(d, fetch)
+    }
+
+    /// Hints the CPU to fetch bucket `home` ([`Table::home`]).
+    #[inline(always)]
+    pub fn prefetch_home(&self, home: u32) {
+        self.keys.table().prefetch_home(home);
+    }
+
+    /// [`Table::find`] from digest `d`'s home bucket ([`Table::home`]). A home from before
+    /// the bucket array grew may miss (never find another digest's slot): a miss is stale
+    /// once [`Table::changes`] moved (every insertion moves it), as [`Table::find`]'s is.
+    #[inline(always)]
+    pub fn find_home(&self, d: u64, home: u32) -> Option<u32> {
+        self.keys.table().lookup_home(d, home).map(|v| v as u32)
     }
 
     /// Hints the CPU to fetch the session record in slot `i` (a [`Table::find`] result)
