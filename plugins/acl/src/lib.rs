@@ -933,8 +933,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
 
     /// [`NodeFn::frame`]'s loop, out of line and with its own per-frame state, one copy per
     /// kind of frame, so that each loop's code is generated as if the others were not there:
-    /// `STATEFUL` (some interface of the node is stateful) and `PIPE` (with the look-ahead,
-    /// [`AclNode::packets`]). The look-ahead inlined beside the direct loop, or sharing its
+    /// `STATEFUL` (some interface of the node is stateful), `PIPE` (with the look-ahead,
+    /// [`AclNode::packets`]) and `BURST` (its buckets prefetched in its first pass:
+    /// `Table::pipe_burst`). The look-ahead inlined beside the direct loop, or sharing its
     /// context and tally, cost the stateless path 4 to 7 instructions a packet; the
     /// stateless loop (no stateful interface at all) leaves the session code out.
     #[inline(never)]
@@ -1018,10 +1019,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// run added). `PIPE` (IPv4, a stateful interface's
     /// session table larger than the caches): a first pass reads every packet's session
     /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
-    /// of its packets: the first pass prefetches each one's bihash bucket, and the main loop
-    /// looks up the slot of packet i + [`SESSION_AHEAD`] and prefetches its session while i
-    /// is processed (the first packets' ones before the loop). Without `STATEFUL` (no interface of the node
-    /// stateful: `Compiled::stateful` empty) the session code is left out.
+    /// of its packets: the first pass finds each one's bihash bucket (and, `BURST`,
+    /// prefetches it; else the main loop prefetches packet i + [`BUCKET_AHEAD`]'s), and
+    /// the main loop looks up the slot of packet i + [`SESSION_AHEAD`] in its bucket and
+    /// prefetches its session while i is processed (the first packets' ones before the
+    /// loop). Without `STATEFUL` (no interface of the node stateful:
+    /// `Compiled::stateful` empty) the session code is left out.
     #[inline(always)]
     fn packets<const PIPE: bool, const STATEFUL: bool, const BURST: bool>(
         &mut self,
