@@ -18,7 +18,9 @@
 //! `SLUICE_BENCH_ACL_FLOWS=<n>` sets the `stateful` case's flow count (its row and JSON key
 //! then `stateful-<n>-flows`; `--only stateful` still selects it) and
 //! `SLUICE_BENCH_ACL_PIPE_MIN=<n>` the session count from which the nodes look sessions up
-//! ahead (0: always; docs/acl.md measures the threshold with the two).
+//! ahead (0: always; docs/acl.md measures the threshold with the two);
+//! `SLUICE_BENCH_ACL_BURST=0` has the look-ahead prefetch each bucket 16 packets ahead
+//! instead of all of a frame's in its first pass (`Table::pipe_burst`).
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
