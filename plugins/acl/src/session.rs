@@ -635,8 +635,8 @@ pub struct Table {
     pub stats: Stats,
     /// Next slot the cleaner looks at.
     scan: usize,
-    /// Sessions created and freed so far (wrapping): a slot [`Table::find`] gave for a
-    /// digest is still its answer while this has not moved.
+    /// Sessions created and freed so far, and failed insertions (wrapping): a slot
+    /// [`Table::find`] gave for a digest is still its answer while this has not moved.
     changes: u32,
     /// Tests narrow the digests to force two keys onto one.
     #[cfg(test)]
@@ -740,7 +740,8 @@ impl Table {
 
     /// [`Table::find`] from digest `d`'s home bucket ([`Table::home`]). A home from before
     /// the bucket array grew may miss (never find another digest's slot): a miss is stale
-    /// once [`Table::changes`] moved (every insertion moves it), as [`Table::find`]'s is.
+    /// once [`Table::changes`] moved (every insertion, placed or not, moves it), as
+    /// [`Table::find`]'s is.
     #[inline(always)]
     pub fn find_home(&self, d: u64, home: u32) -> Option<u32> {
         self.keys.table().lookup_home(d, home).map(|v| v as u32)
@@ -758,7 +759,7 @@ impl Table {
         }
     }
 
-    /// Sessions created and freed so far (wrapping).
+    /// Sessions created and freed so far, and failed insertions (wrapping).
     #[inline(always)]
     pub fn changes(&self) -> u32 {
         self.changes
@@ -833,7 +834,11 @@ impl Table {
             Some(&i) => i,
             None => self.slots.len() as u32,
         };
-        if self.keys.insert(&self.epochs, d, i as u64).is_err() {
+        let placed = self.keys.insert(&self.epochs, d, i as u64);
+        // Moved on a failed insertion too: it can have published a rebuilt bucket array
+        // (the capacity doubled, the key then not placed), which homes taken before miss.
+        self.changes = self.changes.wrapping_add(1);
+        if placed.is_err() {
             return Err(CreateError::Full);
         }
         match self.free.pop() {
@@ -841,7 +846,6 @@ impl Table {
             None => self.slots.push(s),
         }
         self.stats.created += 1;
-        self.changes = self.changes.wrapping_add(1);
         Ok(&mut self.slots[i as usize])
     }
 
