@@ -18,9 +18,7 @@
 //! `SLUICE_BENCH_ACL_FLOWS=<n>` sets the `stateful` case's flow count (its row and JSON key
 //! then `stateful-<n>-flows`; `--only stateful` still selects it) and
 //! `SLUICE_BENCH_ACL_PIPE_MIN=<n>` the session count from which the nodes look sessions up
-//! ahead (0: always; docs/acl.md measures the threshold with the two);
-//! `SLUICE_BENCH_ACL_BURST=0` has the look-ahead prefetch each bucket 16 packets ahead
-//! instead of all of a frame's in its first pass (`Table::pipe_burst`).
+//! ahead (0: always; docs/acl.md measures the threshold with the two).
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
@@ -259,13 +257,6 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         if let Some(m) = crate::env_usize("SLUICE_BENCH_ACL_PIPE_MIN") {
             for th in vm.ext_mut::<sluice_acl::AclMain>().shared.threads() {
                 th.lock().expect("ACL thread").sessions.pipe_min = m;
-            }
-        }
-        // SLUICE_BENCH_ACL_BURST=0: the look-ahead prefetches buckets 16 packets ahead in
-        // its main loop instead of all of a frame's in its first pass (`Table::pipe_burst`).
-        if crate::env_usize("SLUICE_BENCH_ACL_BURST") == Some(0) {
-            for th in vm.ext_mut::<sluice_acl::AclMain>().shared.threads() {
-                th.lock().expect("ACL thread").sessions.pipe_burst = false;
             }
         }
         let shown = cli(&mut vm, &t, "show acl-plugin acl index 0");

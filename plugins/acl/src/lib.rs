@@ -623,10 +623,6 @@ const AHEAD: usize = 2;
 /// the first pass prefetched) and prefetches the session ([`Pre`]).
 const SESSION_AHEAD: usize = 8;
 
-/// Without `Table::pipe_burst`, how many packets ahead the main loop prefetches the bucket
-/// (session 12's distance; with it, the first pass prefetches every bucket of the frame).
-const BUCKET_AHEAD: usize = 16;
-
 /// A frame's tallies: the `permit` and `session_hit` packets, counted once per frame, and
 /// the run of packets the same rule of the current list matched, whose hit count is added
 /// once per run.
@@ -834,7 +830,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// [`AclNode::hit4_ahead`]: the session key and its table digest, or the thread to
     /// hand the packet to; [`Pre::SKIP`] for what `hit4` does not take.
     #[inline(always)]
-    fn pre4<const BURST: bool>(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
+    fn pre4(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
         let Some((p, _)) = Self::packed4(sw_if, b) else {
             return Pre::NONE;
         };
@@ -849,8 +845,8 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         Pre {
             pk: p.pk,
             dig,
-            // `BURST`: the bucket prefetched now.
-            slot: fc.t.sessions.home(dig, BURST),
+            // The bucket prefetched now.
+            slot: fc.t.sessions.home(dig),
             kind: Pre::HERE,
             src_lo: p.src_lo,
             owner: 0,
@@ -934,12 +930,11 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// [`NodeFn::frame`]'s loop, out of line and with its own per-frame state, one copy per
     /// kind of frame, so that each loop's code is generated as if the others were not there:
     /// `STATEFUL` (some interface of the node is stateful), `PIPE` (with the look-ahead,
-    /// [`AclNode::packets`]) and `BURST` (its buckets prefetched in its first pass:
-    /// `Table::pipe_burst`). The look-ahead inlined beside the direct loop, or sharing its
+    /// [`AclNode::packets`]). The look-ahead inlined beside the direct loop, or sharing its
     /// context and tally, cost the stateless path 4 to 7 instructions a packet; the
     /// stateless loop (no stateful interface at all) leaves the session code out.
     #[inline(never)]
-    fn frame_loop<const PIPE: bool, const STATEFUL: bool, const BURST: bool>(
+    fn frame_loop<const PIPE: bool, const STATEFUL: bool>(
         &mut self,
         cx: &mut Cx,
         frame: &[BufIdx],
@@ -960,7 +955,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         };
         let mut tally = Tally::default();
         let (kept, handed) =
-            self.packets::<PIPE, STATEFUL, BURST>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
+            self.packets::<PIPE, STATEFUL>(cx, arena, frame, &sc.addrs, &mut fc, &mut tally);
         drop(guard);
         self.finish(cx, sc, &tally, kept, handed);
     }
@@ -1019,14 +1014,13 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// run added). `PIPE` (IPv4, a stateful interface's
     /// session table larger than the caches): a first pass reads every packet's session
     /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
-    /// of its packets: the first pass finds each one's bihash bucket (and, `BURST`,
-    /// prefetches it; else the main loop prefetches packet i + [`BUCKET_AHEAD`]'s), and
+    /// of its packets: the first pass finds each one's bihash bucket and prefetches it, and
     /// the main loop looks up the slot of packet i + [`SESSION_AHEAD`] in its bucket and
     /// prefetches its session while i is processed (the first packets' ones before the
     /// loop). Without `STATEFUL` (no interface of the node stateful:
     /// `Compiled::stateful` empty) the session code is left out.
     #[inline(always)]
-    fn packets<const PIPE: bool, const STATEFUL: bool, const BURST: bool>(
+    fn packets<const PIPE: bool, const STATEFUL: bool>(
         &mut self,
         cx: &mut Cx,
         arena: sluice_buffer::Arena<'_>,
@@ -1054,16 +1048,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 // Stored in place (a select of the two values cost a copy through the stack);
                 // `hit4` reads nothing but `kind` of a skipped packet.
                 if run.1 {
-                    self.pre[j] = self.pre4::<BURST>(fc, sw_if, &b);
+                    self.pre[j] = self.pre4(fc, sw_if, &b);
                 } else {
                     self.pre[j].kind = Pre::SKIP;
-                }
-            }
-            if !BURST {
-                for p in &self.pre[..n.min(BUCKET_AHEAD)] {
-                    if p.kind == Pre::HERE {
-                        fc.t.sessions.prefetch_home(p.slot);
-                    }
                 }
             }
             for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
@@ -1081,13 +1068,6 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 addrs.prefetch(i + AHEAD, true);
             }
             if PIPE {
-                if !BURST {
-                    if let Some(p) = self.pre[..n].get(i + BUCKET_AHEAD) {
-                        if p.kind == Pre::HERE {
-                            fc.t.sessions.prefetch_home(p.slot);
-                        }
-                    }
-                }
                 if let Some(p) = self.pre[..n].get_mut(i + SESSION_AHEAD) {
                     p.look(&fc.t.sessions);
                 }
@@ -1312,14 +1292,12 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             let t = &guard.sessions;
             t.len() >= t.pipe_min
         };
-        if pipe && guard.sessions.pipe_burst {
-            self.frame_loop::<true, true, true>(cx, frame, sc, guard, &cur);
-        } else if pipe {
-            self.frame_loop::<true, true, false>(cx, frame, sc, guard, &cur);
+        if pipe {
+            self.frame_loop::<true, true>(cx, frame, sc, guard, &cur);
         } else if cur.stateful.is_empty() {
-            self.frame_loop::<false, false, false>(cx, frame, sc, guard, &cur);
+            self.frame_loop::<false, false>(cx, frame, sc, guard, &cur);
         } else {
-            self.frame_loop::<false, true, false>(cx, frame, sc, guard, &cur);
+            self.frame_loop::<false, true>(cx, frame, sc, guard, &cur);
         }
     }
     fn as_any(&mut self) -> &mut dyn Any {
@@ -2279,7 +2257,7 @@ mod tests {
 
     /// [`input4_test`] with pg0's input list one permit+reflect rule (10.0.0.0/24 out) and
     /// every thread's look-ahead threshold `pipe_min` (0: the look-ahead always); pg0's index.
-    fn reflect_pg0(pipe_min: usize, burst: bool) -> (sluice_vnet::testing::NodeTest, u32) {
+    fn reflect_pg0(pipe_min: usize) -> (sluice_vnet::testing::NodeTest, u32) {
         let mut t = input4_test();
         t.cli(
             "create packet-generator interface pg0
@@ -2289,7 +2267,6 @@ mod tests {
         for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
             let mut th = lock(th);
             th.sessions.pipe_min = pipe_min;
-            th.sessions.pipe_burst = burst;
         }
         let sw = t.sw_if("pg0");
         (t, sw)
@@ -2420,16 +2397,15 @@ mod tests {
     /// the packet as `hash_collision`).
     #[test]
     fn sessions_made_in_a_frame_admit_its_later_packets() {
-        // With the look-ahead from the first session on (buckets prefetched in its first
-        // pass or 16 packets ahead), and without.
-        for (pipe_min, burst) in [(0, true), (0, false), (usize::MAX, true)] {
-            sessions_made_in_a_frame(pipe_min, burst);
+        // With the look-ahead from the first session on, and without.
+        for pipe_min in [0, usize::MAX] {
+            sessions_made_in_a_frame(pipe_min);
         }
     }
 
-    fn sessions_made_in_a_frame(pipe_min: usize, burst: bool) {
+    fn sessions_made_in_a_frame(pipe_min: usize) {
         use sluice_vnet::testing::pkt;
-        let (mut t, sw) = reflect_pg0(pipe_min, burst);
+        let (mut t, sw) = reflect_pg0(pipe_min);
         let flow = |f: u16| {
             pkt(&format!(
                 "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
@@ -2477,14 +2453,14 @@ mod tests {
     #[test]
     fn a_stale_look_ahead_hit_is_not_taken() {
         for fill in 0..=SESSION_AHEAD {
-            stale_look_ahead_hit(fill, fill % 2 == 0);
+            stale_look_ahead_hit(fill);
         }
     }
 
-    fn stale_look_ahead_hit(fill: usize, burst: bool) {
+    fn stale_look_ahead_hit(fill: usize) {
         use sluice_vnet::testing::pkt;
         // With the look-ahead (`pipe_min` 0).
-        let (mut t, sw) = reflect_pg0(0, burst);
+        let (mut t, sw) = reflect_pg0(0);
         let a = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
         let a_back = pkt("UDP: 10.0.1.2 -> 10.0.0.2\nUDP: 53 -> 1000");
         let b = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1001 -> 53");
@@ -2797,7 +2773,7 @@ mod tests {
 
     fn tcp_end_changes_state(pipe_min: usize, flag: &str, state: &str) {
         use sluice_vnet::testing::pkt;
-        let (mut t, sw) = reflect_pg0(pipe_min, true);
+        let (mut t, sw) = reflect_pg0(pipe_min);
         let seg = |flags: &str, seq: u32| {
             pkt(&format!(
                 "TCP: 10.0.0.2 -> 10.0.1.2\nTCP: 1000 -> 80 {flags} seq {seq} window 1000"

@@ -628,9 +628,6 @@ pub struct Table {
     /// From this many sessions on the IPv4 nodes look a frame's sessions up ahead of its
     /// packets (prefetching buckets and records: [`PIPE_MIN_SESSIONS`]).
     pub pipe_min: usize,
-    /// The look-ahead prefetches every bucket of a frame in its first pass (else each
-    /// 16 packets ahead in the main loop: `BUCKET_AHEAD`).
-    pub pipe_burst: bool,
     /// Counts.
     pub stats: Stats,
     /// Next slot the cleaner looks at.
@@ -666,7 +663,6 @@ impl Table {
             pipe_min: PIPE_MIN_SESSIONS,
             #[cfg(test)]
             pipe_min: 0,
-            pipe_burst: true,
             stats: Stats::default(),
             scan: 0,
             changes: 0,
@@ -724,18 +720,11 @@ impl Table {
         self.keys.table().lookup(d).map(|v| v as u32)
     }
 
-    /// Digest `d`'s home bucket, and (`fetch`) a prefetch of it: the look-ahead's first
-    /// pass hashes the digest into the bucket array once, for [`Table::find_home`] (and
-    /// [`Table::prefetch_home`]) later.
+    /// Digest `d`'s home bucket, prefetched: the look-ahead's first pass hashes the
+    /// digest into the bucket array once, for [`Table::find_home`] later.
     #[inline(always)]
-    pub fn home(&self, d: u64, fetch: bool) -> u32 {
-        self.keys.table().home(d, fetch)
-    }
-
-    /// Hints the CPU to fetch bucket `home` ([`Table::home`]).
-    #[inline(always)]
-    pub fn prefetch_home(&self, home: u32) {
-        self.keys.table().prefetch_home(home);
+    pub fn home(&self, d: u64) -> u32 {
+        self.keys.table().home(d, true)
     }
 
     /// [`Table::find`] from digest `d`'s home bucket ([`Table::home`]). A home from before
