@@ -2514,6 +2514,50 @@ mod tests {
         t.assert_no_leaks();
     }
 
+    /// Homes gone stale mid-frame: from an empty table (16 buckets), one frame of 100 new
+    /// flows then a second packet of each. The first pass takes every packet's home in the
+    /// small array; the sessions the frame creates grow the bihash (a new array and hash
+    /// key), so the second packets' looks, from stale homes, mostly miss: each miss is
+    /// looked up again (the table changed), finds its session and is a hit.
+    #[test]
+    fn homes_stale_after_a_mid_frame_growth_are_looked_up_again() {
+        use sluice_vnet::testing::pkt;
+        // With the look-ahead (`pipe_min` 0).
+        let (mut t, sw) = reflect_pg0(0);
+        let buckets = |t: &mut sluice_vnet::testing::NodeTest| {
+            let m = t.h.vm.ext_mut::<AclMain>();
+            m.shared
+                .threads()
+                .iter()
+                .map(|th| lock(th).sessions.buckets())
+                .max()
+        };
+        let before = buckets(&mut t);
+        let flows = 100u16;
+        let order: Vec<u16> = (0..flows).chain(0..flows).collect();
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&f| {
+                let p = pkt(&format!(
+                    "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
+                    1000 + f
+                ));
+                t.packet(&p, |h| h.rx_if = sw)
+            })
+            .collect();
+        assert!(bufs.len() <= FRAME_SIZE);
+        t.inject(&bufs);
+        assert!(buckets(&mut t) > before, "the bihash grew: {before:?}");
+        assert_eq!(t.arc("ip4-lookup").len(), order.len());
+        assert_eq!(t.drops().len(), 0);
+        t.assert_counters(&[
+            ("permit", flows as u64),
+            ("session_created", flows as u64),
+            ("session_hit", flows as u64),
+        ]);
+        t.assert_no_leaks();
+    }
+
     /// Per-rule hit counts of a frame whose runs of equal rule hits cross interfaces whose
     /// lists number the same rule differently (the node adds each run once, and must close
     /// it when the interface changes), over two frames; a stateful interface (pg2, whose

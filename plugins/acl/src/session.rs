@@ -754,6 +754,12 @@ impl Table {
         self.changes
     }
 
+    /// The bihash's bucket count (tests watch it grow).
+    #[cfg(test)]
+    pub fn buckets(&self) -> usize {
+        self.keys.buckets()
+    }
+
     /// [`Table::lookup`] of a narrow key by its packed words ([`Packed4`]): the digest and
     /// the comparison take two words, no [`SessKey`] is built.
     #[inline(always)]
