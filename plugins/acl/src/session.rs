@@ -931,10 +931,16 @@ mod tests {
     /// A handshake (initiator ISN 1000, responder 5000, windows 1000 and 2000 with scale
     /// `sc` on both SYNs when given).
     fn handshake(sc: Option<u8>) -> TcpWindow {
+        handshake_isn(sc, 1000, 5000)
+    }
+
+    /// [`handshake`] with the initiator's ISN `i` and the responder's `r`.
+    fn handshake_isn(sc: Option<u8>, i: u32, r: u32) -> TcpWindow {
+        let (i1, r1) = (i.wrapping_add(1), r.wrapping_add(1));
         let mut w = TcpWindow::default();
-        assert_eq!(w.check(true, &seg(1000, 0, SYN, 0, 1000, sc)), Ok(()));
-        assert_eq!(w.check(false, &seg(5000, 1001, SA, 0, 2000, sc)), Ok(()));
-        assert_eq!(w.check(true, &seg(1001, 5001, A, 0, 1000, None)), Ok(()));
+        assert_eq!(w.check(true, &seg(i, 0, SYN, 0, 1000, sc)), Ok(()));
+        assert_eq!(w.check(false, &seg(r, i1, SA, 0, 2000, sc)), Ok(()));
+        assert_eq!(w.check(true, &seg(i1, r1, A, 0, 1000, None)), Ok(()));
         w
     }
 
@@ -998,15 +1004,27 @@ mod tests {
             r ^= r << 17;
             r
         };
+        // PSH|ACK: data segments (PSH changes nothing the checks look at).
+        const PA: u8 = 0x08 | A;
         let mut fast = 0;
         for start in 0..300 {
+            // ISNs at random, one in four within 3000 of u32::MAX (sequence wrap).
+            let mut isn = || {
+                let y = next();
+                if y % 4 == 0 {
+                    u32::MAX - (y >> 32) as u32 % 3000
+                } else {
+                    (y >> 16) as u32
+                }
+            };
+            let (i, r) = (isn(), isn());
             let mut w = match start % 3 {
                 0 => TcpWindow::default(),
-                1 => handshake(Some((start % 15) as u8)),
-                _ => handshake(None),
+                1 => handshake_isn(Some((start % 15) as u8), i, r),
+                _ => handshake_isn(None, i, r),
             };
             let mut v = w;
-            let (mut seq, mut ack) = (1001u32, 5001u32);
+            let (mut seq, mut ack) = (i.wrapping_add(1), r.wrapping_add(1));
             for _ in 0..200 {
                 let x = next();
                 let flags = match x % 16 {
@@ -1015,6 +1033,7 @@ mod tests {
                     2 => RA,
                     3 => TCP_FIN | A,
                     4 => 0,
+                    5..=7 => PA,
                     _ => A,
                 };
                 // Mostly near the running numbers, sometimes far.
@@ -1029,7 +1048,7 @@ mod tests {
                     None,
                 );
                 let from_init = x >> 40 & 1 == 0;
-                if g.flags == A && w.ends[!from_init as usize].seen {
+                if (g.flags == A || g.flags == PA) && w.ends[!from_init as usize].seen {
                     fast += 1;
                 }
                 let (a, b) = (w.check_fast(from_init, &g), v.check(from_init, &g));
