@@ -776,29 +776,27 @@ impl BihashTable {
     /// on the table; a key stored away from its home costs its later buckets' misses as usual.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        let a = self.array();
-        let b = a.home(key);
-        a.prefetch(b);
-        // The values' line too: not left to the adjacent-line prefetcher here.
-        crate::prefetch(
-            a.buckets
-                .as_ptr()
-                .wrapping_add(b)
-                .cast::<u8>()
-                .wrapping_add(64),
-        );
+        self.home(key, true);
     }
 
     /// `key`'s home bucket in the published array, and (`fetch`) a hint to the CPU to
     /// fetch both its lines as [`BihashTable::prefetch`] does: for a caller that keeps the
     /// home and looks the key up later with [`BihashTable::lookup_home`] (or prefetches it
     /// then, [`BihashTable::prefetch_home`]), hashing once.
+    ///
+    /// Safe where [`BihashTable::snapshot`]'s [`Home`] is not: the home is a bare index,
+    /// masked into whatever array is published when it is used, and each call reads the
+    /// published array afresh. A caller that inserts between the two steps (the ACL node
+    /// creates sessions mid-frame) may replace the array; with a single-thread [`Epochs`]
+    /// the writer frees the retired one at once, so a snapshot held across the insertion
+    /// would read freed memory. A stale home only misses (see `lookup_home`).
     #[inline(always)]
     pub fn home(&self, key: u64, fetch: bool) -> u32 {
         let a = self.array();
         let b = a.home(key);
         if fetch {
             a.prefetch(b);
+            // The values' line too: not left to the adjacent-line prefetcher here.
             crate::prefetch(
                 a.buckets
                     .as_ptr()
@@ -1879,9 +1877,6 @@ mod tests {
         }
     }
 
-    /// [`Snapshot::get`] with a home from another snapshot (another array size and hash
-    /// key), of another key, or out of range finds the key's own value or nothing, never
-    /// another key's value; [`Home::default`] is a valid home (bucket 0).
     /// `home` then `lookup_home` finds what `lookup` finds (overflowed homes included); a
     /// home kept from before the table grew finds the key's value or nothing, never another
     /// key's.
@@ -1917,6 +1912,9 @@ mod tests {
         assert!(lost > 0, "stale homes: {found} found, {lost} lost");
     }
 
+    /// [`Snapshot::get`] with a home from another snapshot (another array size and hash
+    /// key), of another key, or out of range finds the key's own value or nothing, never
+    /// another key's value; [`Home::default`] is a valid home (bucket 0).
     #[test]
     fn snapshot_get_with_a_foreign_home_never_finds_another_key() {
         let e = Epochs::new(2);
