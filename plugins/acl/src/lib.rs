@@ -502,6 +502,21 @@ fn icmp_error_sess_key(sw_if: u32, k: &Key, d: &[u8]) -> Option<(SessKey, bool)>
     sess_key(sw_if, &q)
 }
 
+/// The TCP part of [`AclNode::hit_at`]: the segment of `d` (an IPv4 packet from its IP
+/// header) read and checked against session `s`'s window; its flags, or why it is dropped
+/// (a truncated TCP header, as [`AclNode::one`] drops it; out of the window). The window
+/// check's ACK path inline ([`session::TcpWindow::check_fast`]), here only: inlined in
+/// [`AclNode::one`] too, it cost the UDP hit 4 instructions (registers).
+#[inline(always)]
+fn tcp_hit(s: &mut Session, from_init: bool, d: Option<&[u8]>) -> Result<u8, AclCounter> {
+    let g = d.and_then(tcp_seg4).ok_or(AclCounter::Malformed)?;
+    match s.tcp_check_fast(from_init, &g) {
+        Ok(()) => Ok(g.flags),
+        Err(TcpReject::OutOfWindow) => Err(AclCounter::TcpOutOfWindow),
+        Err(TcpReject::BadRst) => Err(AclCounter::TcpBadRst),
+    }
+}
+
 /// What happens to a packet.
 enum Verdict {
     Next(Next),
@@ -534,9 +549,10 @@ struct Pre {
     /// The packed session key ([`Packed4::pk`]) and its table digest.
     pk: [u64; 2],
     dig: u64,
-    /// The slot the look-ahead found for `dig` (`NO_SLOT`: none); a slot whose session's
-    /// key is `pk` is that key's however the table changed since, a miss is looked up again
-    /// if the frame changed the table ([`Fc::changes`]).
+    /// From the first pass, `dig`'s home bucket ([`Table::home`]); from the look-ahead
+    /// ([`Pre::look`]) on, the slot it found there (`NO_SLOT`: none). A slot whose
+    /// session's key is `pk` is that key's however the table changed since, a miss is
+    /// looked up again if the frame changed the table ([`Fc::changes`]).
     slot: u32,
     /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`) or [`Pre::HERE`] (on this thread).
     kind: u8,
@@ -565,12 +581,12 @@ impl Pre {
         owner: 0,
     };
 
-    /// The look-ahead: the slot of a packet to be looked up here, and a prefetch of its
-    /// session record.
+    /// The look-ahead: the slot of a packet to be looked up here (from the home bucket the
+    /// first pass found), and a prefetch of its session record.
     #[inline(always)]
     fn look(&mut self, t: &Table) {
         if self.kind == Pre::HERE {
-            let slot = t.find(self.dig);
+            let slot = t.find_home(self.dig, self.slot);
             if let Some(i) = slot {
                 t.prefetch_slot(i, self.pk[1] >> 24 & 0xff == 6);
             }
@@ -825,10 +841,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 ..Pre::NONE
             };
         }
+        let dig = fc.t.sessions.digest4(p.pk);
         Pre {
             pk: p.pk,
-            dig: fc.t.sessions.digest4(p.pk),
-            slot: NO_SLOT,
+            dig,
+            // The bucket prefetched now.
+            slot: fc.t.sessions.home(dig),
             kind: Pre::HERE,
             src_lo: p.src_lo,
             owner: 0,
@@ -899,17 +917,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         }
         let mut flags = 0;
         if proto == 6 {
-            // A truncated TCP header: dropped as `one` drops it.
-            let Some(g) = b.data().get(off..).and_then(tcp_seg4) else {
-                return Ok(Self::drop_pkt(cx, b, AclCounter::Malformed));
-            };
-            flags = g.flags;
-            match s.tcp_check(from_init, &g) {
-                Ok(()) => {}
-                Err(TcpReject::OutOfWindow) => {
-                    return Ok(Self::drop_pkt(cx, b, AclCounter::TcpOutOfWindow))
-                }
-                Err(TcpReject::BadRst) => return Ok(Self::drop_pkt(cx, b, AclCounter::TcpBadRst)),
+            match tcp_hit(s, from_init, b.data().get(off..)) {
+                Ok(f) => flags = f,
+                Err(c) => return Ok(Self::drop_pkt(cx, b, c)),
             }
         }
         s.touch(from_init, flags, fc.now);
@@ -919,7 +929,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
 
     /// [`NodeFn::frame`]'s loop, out of line and with its own per-frame state, one copy per
     /// kind of frame, so that each loop's code is generated as if the others were not there:
-    /// `STATEFUL` (some interface of the node is stateful) and `PIPE` (with the look-ahead,
+    /// `STATEFUL` (some interface of the node is stateful), `PIPE` (with the look-ahead,
     /// [`AclNode::packets`]). The look-ahead inlined beside the direct loop, or sharing its
     /// context and tally, cost the stateless path 4 to 7 instructions a packet; the
     /// stateless loop (no stateful interface at all) leaves the session code out.
@@ -1004,10 +1014,11 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// run added). `PIPE` (IPv4, a stateful interface's
     /// session table larger than the caches): a first pass reads every packet's session
     /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
-    /// of its packets: the first pass prefetches each one's bihash bucket, and the main loop
-    /// looks up the slot of packet i + [`SESSION_AHEAD`] and prefetches its session while i
-    /// is processed (the first packets' ones before the loop). Without `STATEFUL` (no interface of the node
-    /// stateful: `Compiled::stateful` empty) the session code is left out.
+    /// of its packets: the first pass finds each one's bihash bucket and prefetches it, and
+    /// the main loop looks up the slot of packet i + [`SESSION_AHEAD`] in its bucket and
+    /// prefetches its session while i is processed (the first packets' ones before the
+    /// loop). Without `STATEFUL` (no interface of the node stateful:
+    /// `Compiled::stateful` empty) the session code is left out.
     #[inline(always)]
     fn packets<const PIPE: bool, const STATEFUL: bool>(
         &mut self,
@@ -1038,10 +1049,6 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 // `hit4` reads nothing but `kind` of a skipped packet.
                 if run.1 {
                     self.pre[j] = self.pre4(fc, sw_if, &b);
-                    let p = &self.pre[j];
-                    if p.kind == Pre::HERE {
-                        fc.t.sessions.prefetch_bucket(p.dig);
-                    }
                 } else {
                     self.pre[j].kind = Pre::SKIP;
                 }
@@ -2258,7 +2265,8 @@ mod tests {
              set acl-plugin interface pg0 input acl 0",
         );
         for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
-            lock(th).sessions.pipe_min = pipe_min;
+            let mut th = lock(th);
+            th.sessions.pipe_min = pipe_min;
         }
         let sw = t.sw_if("pg0");
         (t, sw)
@@ -2502,6 +2510,50 @@ mod tests {
             ("no_match", 1),
             ("session_created", 4),
             ("session_hit", fill as u64 + 1),
+        ]);
+        t.assert_no_leaks();
+    }
+
+    /// Homes gone stale mid-frame: from an empty table (16 buckets), one frame of 100 new
+    /// flows then a second packet of each. The first pass takes every packet's home in the
+    /// small array; the sessions the frame creates grow the bihash (a new array and hash
+    /// key), so the second packets' looks, from stale homes, mostly miss: each miss is
+    /// looked up again (the table changed), finds its session and is a hit.
+    #[test]
+    fn homes_stale_after_a_mid_frame_growth_are_looked_up_again() {
+        use sluice_vnet::testing::pkt;
+        // With the look-ahead (`pipe_min` 0).
+        let (mut t, sw) = reflect_pg0(0);
+        let buckets = |t: &mut sluice_vnet::testing::NodeTest| {
+            let m = t.h.vm.ext_mut::<AclMain>();
+            m.shared
+                .threads()
+                .iter()
+                .map(|th| lock(th).sessions.buckets())
+                .max()
+        };
+        let before = buckets(&mut t);
+        let flows = 100u16;
+        let order: Vec<u16> = (0..flows).chain(0..flows).collect();
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&f| {
+                let p = pkt(&format!(
+                    "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
+                    1000 + f
+                ));
+                t.packet(&p, |h| h.rx_if = sw)
+            })
+            .collect();
+        assert!(bufs.len() <= FRAME_SIZE);
+        t.inject(&bufs);
+        assert!(buckets(&mut t) > before, "the bihash grew: {before:?}");
+        assert_eq!(t.arc("ip4-lookup").len(), order.len());
+        assert_eq!(t.drops().len(), 0);
+        t.assert_counters(&[
+            ("permit", flows as u64),
+            ("session_created", flows as u64),
+            ("session_hit", flows as u64),
         ]);
         t.assert_no_leaks();
     }

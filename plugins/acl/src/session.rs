@@ -296,8 +296,60 @@ pub struct TcpWindow {
 }
 
 impl TcpWindow {
+    /// [`TcpWindow::check`] for the session-hit path: an ACK without SYN, FIN or RST from
+    /// an end already seen (nearly every segment of a connection) takes
+    /// [`TcpWindow::check_ack`], inline; the rest the general check, out of line.
+    #[inline(always)]
+    pub fn check_fast(&mut self, from_init: bool, g: &TcpSeg) -> Result<(), TcpReject> {
+        let si = !from_init as usize;
+        if g.flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_ACK) == TCP_ACK && self.ends[si].seen {
+            return self.check_ack(si, g);
+        }
+        self.check(from_init, g)
+    }
+
+    /// [`TcpWindow::check`] of an ACK without SYN, FIN or RST from end `si` (0: the
+    /// initiator), which was seen before: the same tests and records, with what those
+    /// flags and a first segment would change left out (`check_fast_is_check` compares
+    /// the two).
+    #[inline(always)]
+    fn check_ack(&mut self, si: usize, g: &TcpSeg) -> Result<(), TcpReject> {
+        let ri = si ^ 1;
+        let win = ((g.win as u32) << self.ends[si].scale).max(1);
+        let snd_end = self.ends[si].end;
+        // An empty segment is checked by its ACK alone.
+        let (seq, end) = if g.len == 0 {
+            (snd_end, snd_end)
+        } else {
+            (g.seq, g.seq.wrapping_add(g.len))
+        };
+        if !self.liberal && self.ends[ri].seen {
+            let (snd, rcv) = (&self.ends[si], &self.ends[ri]);
+            let maxack = snd.maxwin.max(66_000);
+            let ok = !after(seq, snd.maxend)
+                && !before(end, snd.end.wrapping_sub(rcv.maxwin))
+                && !after(g.ack, rcv.end)
+                && !before(g.ack, rcv.end.wrapping_sub(maxack));
+            if !ok {
+                return Err(TcpReject::OutOfWindow);
+            }
+        }
+        let snd = &mut self.ends[si];
+        snd.maxwin = snd.maxwin.max(win);
+        if after(end, snd.end) {
+            snd.end = end;
+        }
+        let m = g.ack.wrapping_add(win);
+        let rcv = &mut self.ends[ri];
+        if !rcv.seen || after(m, rcv.maxend) {
+            rcv.maxend = m;
+        }
+        Ok(())
+    }
+
     /// Checks segment `g` (from the initiator or not) and, if it is in the window, records
     /// it.
+    #[inline(never)]
     pub fn check(&mut self, from_init: bool, g: &TcpSeg) -> Result<(), TcpReject> {
         let (si, ri) = if from_init { (0, 1) } else { (1, 0) };
         let syn = g.flags & TCP_SYN != 0;
@@ -509,6 +561,15 @@ impl Session {
         self.win.check(from_init, g)
     }
 
+    /// [`Session::tcp_check`] with [`TcpWindow::check_fast`]: the session-hit path's.
+    #[inline(always)]
+    pub fn tcp_check_fast(&mut self, from_init: bool, g: &TcpSeg) -> Result<(), TcpReject> {
+        if g.flags & TCP_SYN != 0 {
+            return self.tcp_check(from_init, g);
+        }
+        self.win.check_fast(from_init, g)
+    }
+
     /// Records a packet (from the initiator or not) with TCP `flags` at `now`.
     #[inline(always)]
     pub fn touch(&mut self, from_init: bool, flags: u8, now: f64) {
@@ -571,8 +632,8 @@ pub struct Table {
     pub stats: Stats,
     /// Next slot the cleaner looks at.
     scan: usize,
-    /// Sessions created and freed so far (wrapping): a slot [`Table::find`] gave for a
-    /// digest is still its answer while this has not moved.
+    /// Sessions created and freed so far, and failed insertions (wrapping): a slot
+    /// [`Table::find`] gave for a digest is still its answer while this has not moved.
     changes: u32,
     /// Tests narrow the digests to force two keys onto one.
     #[cfg(test)]
@@ -643,7 +704,7 @@ impl Table {
     }
 
     /// The digest of a narrow key from its packed words ([`Packed4::pk`]): what
-    /// [`Table::find`] and [`Table::prefetch_bucket`] take.
+    /// [`Table::find`] and [`Table::home`] take.
     #[inline(always)]
     pub fn digest4(&self, pk: [u64; 2]) -> u64 {
         let d = self.hasher.hash(pk[0], pk[1]);
@@ -652,18 +713,27 @@ impl Table {
         d
     }
 
-    /// Hints the CPU to fetch the bihash bucket of digest `d` (a frame's look-ahead, ahead
-    /// of [`Table::find`]).
-    #[inline(always)]
-    pub fn prefetch_bucket(&self, d: u64) {
-        self.keys.table().prefetch(d);
-    }
-
     /// The slot the bihash holds for digest `d`: a candidate, whose key [`Table::at4`]
     /// compares; it stays the digest's answer while [`Table::changes`] does not move.
     #[inline(always)]
     pub fn find(&self, d: u64) -> Option<u32> {
         self.keys.table().lookup(d).map(|v| v as u32)
+    }
+
+    /// Digest `d`'s home bucket, prefetched: the look-ahead's first pass hashes the
+    /// digest into the bucket array once, for [`Table::find_home`] later.
+    #[inline(always)]
+    pub fn home(&self, d: u64) -> u32 {
+        self.keys.table().home(d, true)
+    }
+
+    /// [`Table::find`] from digest `d`'s home bucket ([`Table::home`]). A home from before
+    /// the bucket array grew may miss (never find another digest's slot): a miss is stale
+    /// once [`Table::changes`] moved (every insertion, placed or not, moves it), as
+    /// [`Table::find`]'s is.
+    #[inline(always)]
+    pub fn find_home(&self, d: u64, home: u32) -> Option<u32> {
+        self.keys.table().lookup_home(d, home).map(|v| v as u32)
     }
 
     /// Hints the CPU to fetch the session record in slot `i` (a [`Table::find`] result)
@@ -678,10 +748,16 @@ impl Table {
         }
     }
 
-    /// Sessions created and freed so far (wrapping).
+    /// Sessions created and freed so far, and failed insertions (wrapping).
     #[inline(always)]
     pub fn changes(&self) -> u32 {
         self.changes
+    }
+
+    /// The bihash's bucket count (tests watch it grow).
+    #[cfg(test)]
+    pub fn buckets(&self) -> usize {
+        self.keys.buckets()
     }
 
     /// [`Table::lookup`] of a narrow key by its packed words ([`Packed4`]): the digest and
@@ -753,7 +829,11 @@ impl Table {
             Some(&i) => i,
             None => self.slots.len() as u32,
         };
-        if self.keys.insert(&self.epochs, d, i as u64).is_err() {
+        let placed = self.keys.insert(&self.epochs, d, i as u64);
+        // Moved on a failed insertion too: it can have published a rebuilt bucket array
+        // (the capacity doubled, the key then not placed), which homes taken before miss.
+        self.changes = self.changes.wrapping_add(1);
+        if placed.is_err() {
             return Err(CreateError::Full);
         }
         match self.free.pop() {
@@ -761,7 +841,6 @@ impl Table {
             None => self.slots.push(s),
         }
         self.stats.created += 1;
-        self.changes = self.changes.wrapping_add(1);
         Ok(&mut self.slots[i as usize])
     }
 
@@ -852,10 +931,16 @@ mod tests {
     /// A handshake (initiator ISN 1000, responder 5000, windows 1000 and 2000 with scale
     /// `sc` on both SYNs when given).
     fn handshake(sc: Option<u8>) -> TcpWindow {
+        handshake_isn(sc, 1000, 5000)
+    }
+
+    /// [`handshake`] with the initiator's ISN `i` and the responder's `r`.
+    fn handshake_isn(sc: Option<u8>, i: u32, r: u32) -> TcpWindow {
+        let (i1, r1) = (i.wrapping_add(1), r.wrapping_add(1));
         let mut w = TcpWindow::default();
-        assert_eq!(w.check(true, &seg(1000, 0, SYN, 0, 1000, sc)), Ok(()));
-        assert_eq!(w.check(false, &seg(5000, 1001, SA, 0, 2000, sc)), Ok(()));
-        assert_eq!(w.check(true, &seg(1001, 5001, A, 0, 1000, None)), Ok(()));
+        assert_eq!(w.check(true, &seg(i, 0, SYN, 0, 1000, sc)), Ok(()));
+        assert_eq!(w.check(false, &seg(r, i1, SA, 0, 2000, sc)), Ok(()));
+        assert_eq!(w.check(true, &seg(i1, r1, A, 0, 1000, None)), Ok(()));
         w
     }
 
@@ -905,6 +990,76 @@ mod tests {
             w.check(true, &seg(1001 + 100_000, 5001, A, 100, 1000, None)),
             Err(TcpReject::OutOfWindow)
         );
+    }
+
+    /// The inline ACK path decides and records as the general check does, over random
+    /// segments of both ends (ACKs with and without data, SYNs, FINs, RSTs, scaled and not,
+    /// in and out of the window), from fresh, handshaken and mid-stream windows.
+    #[test]
+    fn check_fast_is_check() {
+        let mut r = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        // PSH|ACK: data segments (PSH changes nothing the checks look at).
+        const PA: u8 = 0x08 | A;
+        let mut fast = 0;
+        for start in 0..300 {
+            // ISNs at random, one in four within 3000 of u32::MAX (sequence wrap).
+            let mut isn = || {
+                let y = next();
+                if y % 4 == 0 {
+                    u32::MAX - (y >> 32) as u32 % 3000
+                } else {
+                    (y >> 16) as u32
+                }
+            };
+            let (i, r) = (isn(), isn());
+            let mut w = match start % 3 {
+                0 => TcpWindow::default(),
+                1 => handshake_isn(Some((start % 15) as u8), i, r),
+                _ => handshake_isn(None, i, r),
+            };
+            let mut v = w;
+            let (mut seq, mut ack) = (i.wrapping_add(1), r.wrapping_add(1));
+            for _ in 0..200 {
+                let x = next();
+                let flags = match x % 16 {
+                    0 => SYN,
+                    1 => SA,
+                    2 => RA,
+                    3 => TCP_FIN | A,
+                    4 => 0,
+                    5..=7 => PA,
+                    _ => A,
+                };
+                // Mostly near the running numbers, sometimes far.
+                let far = |y: u64| if y % 8 == 0 { (y >> 8) as u32 } else { 0 };
+                let g = seg(
+                    seq.wrapping_add(far(x >> 4)),
+                    ack.wrapping_add(far(x >> 12)),
+                    flags,
+                    [0, 0, 1, 100, 1460, 70_000][(x >> 20) as usize % 6],
+                    // Zero windows now and then (the checks count them as 1).
+                    [0, 1, (x >> 24) as u16, (x >> 24) as u16][(x >> 56) as usize % 4],
+                    None,
+                );
+                let from_init = x >> 40 & 1 == 0;
+                if (g.flags == A || g.flags == PA) && w.ends[!from_init as usize].seen {
+                    fast += 1;
+                }
+                let (a, b) = (w.check_fast(from_init, &g), v.check(from_init, &g));
+                assert_eq!((a, w), (b, v), "{g:?} from_init {from_init}");
+                if a.is_ok() && x >> 41 & 1 == 0 {
+                    seq = seq.wrapping_add(g.len);
+                    ack = ack.wrapping_add((x >> 50) as u32 % 3000);
+                }
+            }
+        }
+        assert!(fast > 20_000, "the ACK path ran {fast} times");
     }
 
     #[test]
