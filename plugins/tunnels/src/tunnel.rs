@@ -27,10 +27,13 @@
 //!   table, `stacked`, and when that is a single resolved neighbour the packet skips the
 //!   second lookup; the result is cached in the tunnel's entry (per thread) until the FIB
 //!   change count ([`sluice_fib::changes`], read once per frame) moves, so a route or
-//!   neighbour change is followed from the next frame on; a VXLAN tunnel to
+//!   neighbour change is followed from the next frame on; over ECMP, the load-balance
+//!   bucket of the tunnel's outer flow, fixed per tunnel, picked once (GRE, IP-in-IP,
+//!   GTP-U, SRv6) or per packet from the inner flow hash (VXLAN); a VXLAN tunnel to
 //!   a multicast group: the group's adjacency on the tunnel's multicast interface);
-//!   `lookup` (`ip4-lookup` or `ip6-lookup`: no route, ECMP, local, unresolved neighbour
-//!   or drop route, which the lookup node handles and counts); `drop` (`error-drop`).
+//!   `lookup` (`ip4-lookup` or `ip6-lookup`: no route, local, unresolved neighbour (also
+//!   one behind an ECMP bucket) or drop route, which the lookup node handles and counts);
+//!   `drop` (`error-drop`).
 //! - counters: `encapsulated` (info), `no_tunnel` (tx interface is no tunnel of this
 //!   protocol: deleted under traffic), `no_headroom` (also what bounds nested tunnels),
 //!   `chained_ip6` (IPv6 UDP checksum over a buffer chain: not supported), `bad_inner`
@@ -82,7 +85,7 @@ use sluice_infra::bihash::folded_multiply;
 use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
-use sluice_vnet::ip_family::FibRead;
+use sluice_vnet::ip_family::{FibRead, LB_FLAG};
 use sluice_wire::checksum;
 use sluice_wire::ethernet::ethertype;
 use std::collections::HashMap;
@@ -339,15 +342,41 @@ impl Underlay {
     }
 }
 
-/// The adjacency the underlay's table `fib` resolves `dst` to (IPv4 in the low 32 bits)
-/// when the packet can go straight to `ip4-rewrite`/`ip6-rewrite` with it (the family's
-/// [`FibRead::stacked`]); None: the lookup arc. The encap caches the result in the
-/// tunnel's entry until the FIB changes.
+/// What the underlay's table `fib` resolves the tunnel's destination to (the family's
+/// [`FibRead::stacked`]): an adjacency the packet can go straight to
+/// `ip4-rewrite`/`ip6-rewrite` with, or for VXLAN over ECMP [`LB_FLAG`] | the load-balance
+/// (the bucket picked per packet from the inner flow hash, [`pick`]); None: the lookup arc.
+/// Every other protocol's outer header is the same for every packet of the tunnel (GRE and
+/// IP-in-IP have no ports, GTP-U's are 2152 → 2152; IP-in-IP's protocol is hashed as the
+/// rewrite's 0, whatever the payload), so its ECMP bucket is picked here once, with the
+/// lookup node's flow hash of the rewrite: one tunnel, one path. The encap caches the
+/// result in the tunnel's entry until the FIB changes.
 #[inline(never)]
-fn stacked(u: &Underlay, fib: u32, dst: u128) -> Option<u32> {
+fn stacked(u: &Underlay, e: &EncapEntry) -> Option<u32> {
+    let dst = rewrite_dst(&e.rewrite, e.ip6);
+    let rw = e.rewrite.get(..e.len as usize).unwrap_or(&[]);
+    let fixed = |h: fn(&[u8]) -> u32| (e.kind != Kind::Vxlan).then(|| h(rw));
     match u {
-        Underlay::V4(s) => s.stacked(fib, dst as u32),
-        Underlay::V6(s) => s.stacked(fib, dst),
+        Underlay::V4(s) => {
+            let hash = fixed(<sluice_vnet::ip4::Ip4Shared as FibRead>::flow_hash);
+            s.stacked(e.fib_index, dst as u32, hash)
+        }
+        Underlay::V6(s) => {
+            let hash = fixed(<sluice_vnet::ip6::Ip6Shared as FibRead>::flow_hash);
+            s.stacked(e.fib_index, dst, hash)
+        }
+    }
+}
+
+/// The adjacency of bucket `hash` of load-balance `v` ([`LB_FLAG`] | its index) of the
+/// underlay's family (0, the drop adjacency, without an underlay).
+#[inline(always)]
+fn pick(u: &Option<Underlay>, v: u32, hash: u32) -> u32 {
+    let lb = v & (LB_FLAG - 1);
+    match u {
+        Some(Underlay::V4(s)) => s.lbs().pick(lb, hash),
+        Some(Underlay::V6(s)) => s.lbs().pick(lb, hash),
+        None => 0,
     }
 }
 
@@ -501,14 +530,17 @@ impl Encap {
             // Stacked on the underlay's adjacency for the tunnel's destination, looked up
             // again only when the FIB changed since the entry's last lookup.
             if e.stack_at != now {
-                let dst = rewrite_dst(&e.rewrite, ip6);
                 e.stack = match &self.underlay {
-                    Some(u) => stacked(u, fib, dst),
+                    Some(u) => stacked(u, e),
                     None => None,
                 };
                 e.stack_at = now;
             }
             adj = e.stack;
+            // VXLAN over ECMP: the bucket of the packet's inner flow (`stacked`).
+            if let Some(v) = adj.filter(|&v| v >= LB_FLAG) {
+                adj = Some(pick(&self.underlay, v, hash));
+            }
         }
         if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu { .. }) && chained {
             b.hdr.error = cx.error(c::ChainedIp6);
