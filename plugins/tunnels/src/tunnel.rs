@@ -28,7 +28,9 @@
 //!   table, `stacked`, and when that is a single resolved neighbour the packet skips the
 //!   second lookup; the result is cached in the tunnel's entry (per thread) until the FIB
 //!   change count ([`sluice_fib::changes`], read once per frame) moves, so a route or
-//!   neighbour change is followed from the next frame on; over ECMP, the load-balance
+//!   neighbour change is followed from the next frame on (VXLAN's per-packet pick reads
+//!   the load-balance's live buckets, checked resolved once per frame: the same one-frame
+//!   window as between `ip4-lookup`'s pick and `ip4-rewrite`); over ECMP, the load-balance
 //!   bucket of the tunnel's outer flow, fixed per tunnel, picked once (GRE, IP-in-IP,
 //!   GTP-U, SRv6) or per packet from the inner flow hash (VXLAN); a VXLAN tunnel to
 //!   a multicast group: the group's adjacency on the tunnel's multicast interface);
@@ -335,8 +337,9 @@ impl TraceRecord for EncapTrace {
 /// encapsulated (with thousands of tunnels each packet's entry is a cache miss).
 #[derive(Default)]
 pub struct Encap {
-    /// By tunnel `sw_if_index`.
-    pub table: SwTable<EncapEntry>,
+    /// By tunnel `sw_if_index`; written only through [`Encap::set`], which keeps
+    /// `prefetch` covering every entry.
+    table: SwTable<EncapEntry>,
     /// The underlay's forwarding read side (set by [`add`] with the first tunnel): the
     /// encap resolves each tunnel's destination in it and stacks the packet on the
     /// adjacency found (`stacked`). None: every packet goes to the lookup arc.
@@ -361,8 +364,10 @@ mod encap_entry_tests {
     use super::*;
 
     /// An IPv4 tunnel's entry is one cache line to the encap: the per-packet fields and the
-    /// whole rewrite in the first 64 bytes, and the node prefetches no more; an entry with a
-    /// longer rewrite (IPv6, SRv6) widens the prefetch to its lines.
+    /// whole rewrite in the first 64 bytes, and `set` records no more than that line as the
+    /// bytes to prefetch; an entry with a longer rewrite (IPv6, SRv6) widens it to its lines.
+    /// This checks `set`'s bookkeeping (it fails when `set` does not record the bytes each
+    /// entry uses), not what the frame loop passes to `SwTable::prefetch_first`.
     #[test]
     fn ipv4_entries_prefetch_one_line() {
         let mut n = Encap::default();
@@ -416,14 +421,21 @@ impl Underlay {
 /// `ip4-rewrite`/`ip6-rewrite` with, or for VXLAN over ECMP [`LB_FLAG`] | the load-balance
 /// (the bucket picked per packet from the inner flow hash, [`pick`]); None: the lookup arc.
 /// Every other protocol's outer header is the same for every packet of the tunnel (GRE and
-/// IP-in-IP have no ports, GTP-U's are 2152 → 2152; IP-in-IP's protocol is hashed as the
-/// rewrite's 0, whatever the payload), so its ECMP bucket is picked here once, with the
-/// lookup node's flow hash of the rewrite: one tunnel, one path. The encap caches the
-/// result in the tunnel's entry until the FIB changes.
+/// IP-in-IP have no ports, GTP-U's are 2152 → 2152), so its ECMP bucket is picked here
+/// once, with the lookup node's flow hash of the rewrite: one tunnel, one path. IP-in-IP's
+/// rewrite carries protocol 0 (the encap sets 4 or 41 per packet): it is hashed with 4,
+/// what an IPv4 payload's outer header carries (VPP stacks the tunnel's IPv4 adjacency
+/// the same way), so a packet that takes the lookup arc (its bucket unresolved) is hashed
+/// by `ip4-lookup`/`ip6-lookup` to the same bucket; an IPv6 payload's (41) may hash to
+/// another. The encap caches the result in the tunnel's entry until the FIB changes.
 #[inline(never)]
 fn stacked(u: &Underlay, e: &EncapEntry) -> Option<u32> {
     let dst = rewrite_dst(&e.rewrite, e.ip6);
-    let rw = e.rewrite.get(..e.len as usize).unwrap_or(&[]);
+    let mut rw = e.rewrite;
+    if e.kind == Kind::Ipip {
+        rw[if e.ip6 { 6 } else { 9 }] = 4;
+    }
+    let rw = rw.get(..e.len as usize).unwrap_or(&[]);
     let fixed = |h: fn(&[u8]) -> u32| (e.kind != Kind::Vxlan).then(|| h(rw));
     match u {
         Underlay::V4(s) => {
@@ -2314,7 +2326,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         // Undo on every thread (removing a key a thread never took is a no-op).
         vm.foreach_thread(move |tg| {
             if let Some(n) = tg.node_mut::<Encap>(encap) {
-                n.table.set(sw.0, None);
+                n.set(sw.0, None);
             }
             if let Some(tbl) = table_of(tg, decap) {
                 tbl.remove(&key);
@@ -2431,7 +2443,7 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
     vm.foreach_thread(move |tg| {
         if let Some(i) = encap {
             if let Some(n) = tg.node_mut::<Encap>(i) {
-                n.table.set(sw, None);
+                n.set(sw, None);
             }
         }
         if let Some(i) = decap {
