@@ -63,6 +63,15 @@ impl LbTable {
     }
 }
 
+impl LbTable {
+    /// How many buckets load-balance `i` has (0 if unknown): bucket `k` (below the count) is
+    /// `pick(i, k)`.
+    pub fn bucket_count(&self, i: u32) -> u32 {
+        self.slot(i)
+            .map_or(0, |s| s.n.load(Ordering::Acquire).min(BUCKETS as u32))
+    }
+}
+
 /// The writer side.
 pub struct LoadBalances {
     table: Arc<LbTable>,

@@ -59,15 +59,34 @@ pub trait FibRead {
         Some(crate::routes::adj_for(self.lbs(), v, hash))
     }
 
-    /// The adjacency `a` resolves to in `fib` when a packet to it can go straight to
-    /// `ip4-rewrite`/`ip6-rewrite` with it: a single path to a resolved neighbour (a Rewrite
-    /// adjacency). None for everything the lookup node does more with — no route (counted
-    /// there), a drop route, a local destination, a neighbour not resolved yet (glean),
-    /// and ECMP (the lookup node hashes the packet's flow to a bucket).
+    /// The flow hash the family's lookup node picks an ECMP bucket with, of the IP packet
+    /// (or outer header) `ip`: addresses, protocol, ports (IPv6: and flow label).
+    fn flow_hash(ip: &[u8]) -> u32;
+
+    /// What `a` resolves to in `fib` when a packet to it can go straight to
+    /// `ip4-rewrite`/`ip6-rewrite`: a single path to a resolved neighbour (a Rewrite
+    /// adjacency), its index. ECMP (a load-balance): with `hash` (a flow fixed for every
+    /// packet of the caller's, e.g. a GRE tunnel's outer header), the bucket for `hash` when
+    /// that is a Rewrite adjacency; without (the caller hashes each packet), [`LB_FLAG`] | the
+    /// load-balance when every bucket is a Rewrite adjacency — the caller picks the bucket
+    /// per packet (`lbs().pick`). None for everything the lookup node does more with: no
+    /// route (counted there), a drop route, a local destination, a neighbour not resolved
+    /// yet (glean), a load-balance with such a bucket.
     #[inline]
-    fn stacked(&self, fib: u32, a: Self::Addr) -> Option<u32> {
+    fn stacked(&self, fib: u32, a: Self::Addr, hash: Option<u32>) -> Option<u32> {
+        let rewrite = |v: u32| self.adjs().kind(v) == AdjKind::Rewrite;
         let v = self.lookup(fib, a)?;
-        (v < LB_FLAG && self.adjs().kind(v) == AdjKind::Rewrite).then_some(v)
+        if v < LB_FLAG {
+            return rewrite(v).then_some(v);
+        }
+        let lb = v & (LB_FLAG - 1);
+        match hash {
+            Some(h) => Some(self.lbs().pick(lb, h)).filter(|&a| rewrite(a)),
+            None => {
+                let n = self.lbs().bucket_count(lb);
+                (n > 0 && (0..n).all(|k| rewrite(self.lbs().pick(lb, k)))).then_some(v)
+            }
+        }
     }
 }
 
@@ -85,6 +104,10 @@ impl FibRead for crate::ip4::Ip4Shared {
     fn lbs(&self) -> &sluice_fib::lb::LbTable {
         &self.lb
     }
+    #[inline(always)]
+    fn flow_hash(ip: &[u8]) -> u32 {
+        crate::ip4::nodes::flow_hash(ip)
+    }
 }
 
 impl FibRead for crate::ip6::Ip6Shared {
@@ -100,6 +123,10 @@ impl FibRead for crate::ip6::Ip6Shared {
     #[inline(always)]
     fn lbs(&self) -> &sluice_fib::lb::LbTable {
         &self.lb
+    }
+    #[inline(always)]
+    fn flow_hash(ip: &[u8]) -> u32 {
+        crate::ip6::nodes::flow_hash(ip)
     }
 }
 

@@ -858,7 +858,7 @@ fn set_encap(vm: &mut Vlib, sw: SwIfIndex, entry: Option<EncapEntry>) {
         let underlay = tunnel::Underlay::of(vm, true);
         vm.foreach_thread(move |tg| {
             if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
-                e.table.set(sw.0, entry);
+                e.set(sw.0, entry);
                 if e.underlay.is_none() {
                     e.underlay = underlay.clone();
                 }

@@ -16,7 +16,8 @@
 //! # `<proto>4-encap` / `<proto>6-encap` (one generic frame node, [`Encap`])
 //! A frame at a time: packet `i + ENCAP_AHEAD`'s tunnel entry is prefetched while packet
 //! `i` is encapsulated (its buffer header twice as far ahead), once per run of packets
-//! to one tunnel.
+//! to one tunnel: only the lines its tunnels' rewrites reach ([`Encap::set`]; an IPv4
+//! tunnel's [`EncapEntry`] is one cache line).
 //! - uses: `tx_if` (the tunnel); the inner frame at `current_data`.
 //! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
@@ -27,10 +28,15 @@
 //!   table, `stacked`, and when that is a single resolved neighbour the packet skips the
 //!   second lookup; the result is cached in the tunnel's entry (per thread) until the FIB
 //!   change count ([`sluice_fib::changes`], read once per frame) moves, so a route or
-//!   neighbour change is followed from the next frame on; a VXLAN tunnel to
+//!   neighbour change is followed from the next frame on (VXLAN's per-packet pick reads
+//!   the load-balance's live buckets, checked resolved once per frame: the same one-frame
+//!   window as between `ip4-lookup`'s pick and `ip4-rewrite`); over ECMP, the load-balance
+//!   bucket of the tunnel's outer flow, fixed per tunnel, picked once (GRE, IP-in-IP,
+//!   GTP-U, SRv6) or per packet from the inner flow hash (VXLAN); a VXLAN tunnel to
 //!   a multicast group: the group's adjacency on the tunnel's multicast interface);
-//!   `lookup` (`ip4-lookup` or `ip6-lookup`: no route, ECMP, local, unresolved neighbour
-//!   or drop route, which the lookup node handles and counts); `drop` (`error-drop`).
+//!   `lookup` (`ip4-lookup` or `ip6-lookup`: no route, local, unresolved neighbour (also
+//!   one behind an ECMP bucket) or drop route, which the lookup node handles and counts);
+//!   `drop` (`error-drop`).
 //! - counters: `encapsulated` (info), `no_tunnel` (tx interface is no tunnel of this
 //!   protocol: deleted under traffic), `no_headroom` (also what bounds nested tunnels),
 //!   `chained_ip6` (IPv6 UDP checksum over a buffer chain: not supported), `bad_inner`
@@ -83,7 +89,7 @@ use sluice_infra::bihash::folded_multiply;
 use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
-use sluice_vnet::ip_family::FibRead;
+use sluice_vnet::ip_family::{FibRead, LB_FLAG};
 use sluice_wire::checksum;
 use sluice_wire::ethernet::ethertype;
 use std::collections::HashMap;
@@ -142,31 +148,46 @@ impl Kind {
     }
 }
 
-/// One tunnel's encap data, per thread (indexed by the tunnel's `sw_if_index`).
+/// One tunnel's encap data, per thread (indexed by the tunnel's `sw_if_index`). One cache
+/// line holds what the encap reads per packet — the fields, then the rewrite's first 38
+/// bytes (every IPv4 tunnel's whole rewrite: at most 36) — and the node prefetches only the
+/// lines its tunnels' rewrites reach ([`Encap::set`]): with 10000 IPv4 tunnels 640 kB are
+/// touched, not the ~1.9 MB of every line of every entry.
 #[derive(Copy, Clone, Debug)]
+#[repr(C, align(64))]
 pub struct EncapEntry {
-    /// The outer headers, lengths and checksums zero.
-    pub rewrite: [u8; MAX_REWRITE],
+    /// The FIB change count read before `stack` was resolved (`u64::MAX`: not yet).
+    stack_at: u64,
+    /// Underlay FIB index.
+    pub fib_index: u32,
+    /// A tunnel to a multicast group: the adjacency to the group on its interface (the
+    /// packet goes to the rewrite directly: there is no multicast FIB to look it up in);
+    /// [`NO_ADJ`]: none.
+    pub adj: u32,
+    /// What [`stacked`] last returned for the tunnel's destination ([`NO_ADJ`]: the lookup
+    /// arc), this thread's cache, valid while the FIB change count
+    /// ([`sluice_fib::changes`]) is `stack_at`.
+    stack: u32,
+    /// Ones'-complement sum of the outer IPv4 header with total length and checksum 0.
+    pub ip4_sum: u16,
     /// Bytes of `rewrite` used.
     pub len: u8,
     /// IPv6 underlay.
     pub ip6: bool,
     /// What the rewrite carries.
     pub kind: Kind,
-    /// Underlay FIB index.
-    pub fib_index: u32,
-    /// Ones'-complement sum of the outer IPv4 header with total length and checksum 0.
-    pub ip4_sum: u16,
-    /// A tunnel to a multicast group: the adjacency to the group on its interface (the
-    /// packet goes to the rewrite directly: there is no multicast FIB to look it up in).
-    pub adj: Option<u32>,
-    /// What [`stacked`] last returned for the tunnel's destination (None: the lookup arc),
-    /// this thread's cache, valid while the FIB change count ([`sluice_fib::changes`]) is
-    /// `stack_at`.
-    stack: Option<u32>,
-    /// The FIB change count read before `stack` was resolved (`u64::MAX`: not yet).
-    stack_at: u64,
+    /// The outer headers, lengths and checksums zero.
+    pub rewrite: [u8; MAX_REWRITE],
 }
+
+/// No adjacency ([`EncapEntry::adj`], its cached stacking result).
+pub const NO_ADJ: u32 = u32::MAX;
+
+// Every IPv4 rewrite (at most 36 bytes: IPv4 + UDP + VXLAN or GTP-U) in the entry's first
+// line; `Option<EncapEntry>` no bigger than the entry (the table's slots stay aligned).
+const _: () = assert!(std::mem::offset_of!(EncapEntry, rewrite) + 36 <= 64);
+const _: () =
+    assert!(std::mem::size_of::<Option<EncapEntry>>() == std::mem::size_of::<EncapEntry>());
 
 /// The outer IP header for `src` → `dst` (same family) carrying `proto`, lengths and
 /// checksum zero; TTL/hop limit 64, DF clear.
@@ -200,10 +221,15 @@ impl EncapEntry {
             kind,
             fib_index,
             ip4_sum,
-            adj: None,
-            stack: None,
+            adj: NO_ADJ,
+            stack: NO_ADJ,
             stack_at: u64::MAX,
         }
+    }
+
+    /// Bytes of the entry the encap reads per packet: up to the end of the rewrite.
+    fn used(&self) -> usize {
+        std::mem::offset_of!(EncapEntry, rewrite) + self.len as usize
     }
 }
 
@@ -312,12 +338,63 @@ impl TraceRecord for EncapTrace {
 /// encapsulated (with thousands of tunnels each packet's entry is a cache miss).
 #[derive(Default)]
 pub struct Encap {
-    /// By tunnel `sw_if_index`.
-    pub table: SwTable<EncapEntry>,
+    /// By tunnel `sw_if_index`; written only through [`Encap::set`], which keeps
+    /// `prefetch` covering every entry.
+    table: SwTable<EncapEntry>,
     /// The underlay's forwarding read side (set by [`add`] with the first tunnel): the
     /// encap resolves each tunnel's destination in it and stacks the packet on the
     /// adjacency found (`stacked`). None: every packet goes to the lookup arc.
     pub underlay: Option<Underlay>,
+    /// Bytes of each entry the frame loop prefetches: the most any entry set has used
+    /// ([`EncapEntry::used`]; one line for IPv4 tunnels).
+    prefetch: usize,
+}
+
+impl Encap {
+    /// Sets (or with `None` clears) the entry of tunnel `sw`.
+    pub fn set(&mut self, sw: u32, entry: Option<EncapEntry>) {
+        if let Some(e) = &entry {
+            self.prefetch = self.prefetch.max(e.used());
+        }
+        self.table.set(sw, entry);
+    }
+}
+
+#[cfg(test)]
+mod encap_entry_tests {
+    use super::*;
+
+    /// An IPv4 tunnel's entry is one cache line to the encap: the per-packet fields and the
+    /// whole rewrite in the first 64 bytes, and `set` records no more than that line as the
+    /// bytes to prefetch; an entry with a longer rewrite (IPv6, SRv6) widens it to its lines.
+    /// This checks `set`'s bookkeeping (it fails when `set` does not record the bytes each
+    /// entry uses), not what the frame loop passes to `SwTable::prefetch_first`.
+    #[test]
+    fn ipv4_entries_prefetch_one_line() {
+        let mut n = Encap::default();
+        let gtpu4 = EncapEntry::new(&[0x45; 36], false, Kind::Gtpu { l2: false }, 0);
+        n.set(3, Some(gtpu4));
+        assert!(n.prefetch <= 64, "{} bytes", n.prefetch);
+        let base = std::ptr::from_ref(&gtpu4) as usize;
+        let (first, last) = (
+            gtpu4.rewrite.as_ptr() as usize,
+            &gtpu4.rewrite[35] as *const u8,
+        );
+        assert_eq!(base % 64, 0);
+        assert!(first - base < 64 && (last as usize) - base < 64);
+        n.set(
+            4,
+            Some(EncapEntry::new(
+                &[0x60; 128],
+                true,
+                Kind::Srv6 { l2: false },
+                0,
+            )),
+        );
+        assert!(n.prefetch > 128, "{} bytes", n.prefetch);
+        n.set(4, None);
+        assert!(n.table.get(3).is_some() && n.table.get(4).is_none());
+    }
 }
 
 /// The forwarding read side of an underlay family (its FIB, adjacencies), shared with
@@ -340,15 +417,48 @@ impl Underlay {
     }
 }
 
-/// The adjacency the underlay's table `fib` resolves `dst` to (IPv4 in the low 32 bits)
-/// when the packet can go straight to `ip4-rewrite`/`ip6-rewrite` with it (the family's
-/// [`FibRead::stacked`]); None: the lookup arc. The encap caches the result in the
-/// tunnel's entry until the FIB changes.
+/// What the underlay's table `fib` resolves the tunnel's destination to (the family's
+/// [`FibRead::stacked`]): an adjacency the packet can go straight to
+/// `ip4-rewrite`/`ip6-rewrite` with, or for VXLAN over ECMP [`LB_FLAG`] | the load-balance
+/// (the bucket picked per packet from the inner flow hash, [`pick`]); None: the lookup arc.
+/// Every other protocol's outer header is the same for every packet of the tunnel (GRE and
+/// IP-in-IP have no ports, GTP-U's are 2152 → 2152), so its ECMP bucket is picked here
+/// once, with the lookup node's flow hash of the rewrite: one tunnel, one path. IP-in-IP's
+/// rewrite carries protocol 0 (the encap sets 4 or 41 per packet): it is hashed with 4,
+/// what an IPv4 payload's outer header carries (VPP stacks the tunnel's IPv4 adjacency
+/// the same way), so a packet that takes the lookup arc (its bucket unresolved) is hashed
+/// by `ip4-lookup`/`ip6-lookup` to the same bucket; an IPv6 payload's (41) may hash to
+/// another. The encap caches the result in the tunnel's entry until the FIB changes.
 #[inline(never)]
-fn stacked(u: &Underlay, fib: u32, dst: u128) -> Option<u32> {
+fn stacked(u: &Underlay, e: &EncapEntry) -> Option<u32> {
+    let dst = rewrite_dst(&e.rewrite, e.ip6);
+    let mut rw = e.rewrite;
+    if e.kind == Kind::Ipip {
+        rw[if e.ip6 { 6 } else { 9 }] = 4;
+    }
+    let rw = rw.get(..e.len as usize).unwrap_or(&[]);
+    let fixed = |h: fn(&[u8]) -> u32| (e.kind != Kind::Vxlan).then(|| h(rw));
     match u {
-        Underlay::V4(s) => s.stacked(fib, dst as u32),
-        Underlay::V6(s) => s.stacked(fib, dst),
+        Underlay::V4(s) => {
+            let hash = fixed(<sluice_vnet::ip4::Ip4Shared as FibRead>::flow_hash);
+            s.stacked(e.fib_index, dst as u32, hash)
+        }
+        Underlay::V6(s) => {
+            let hash = fixed(<sluice_vnet::ip6::Ip6Shared as FibRead>::flow_hash);
+            s.stacked(e.fib_index, dst, hash)
+        }
+    }
+}
+
+/// The adjacency of bucket `hash` of load-balance `v` ([`LB_FLAG`] | its index) of the
+/// underlay's family (0, the drop adjacency, without an underlay).
+#[inline(always)]
+fn pick(u: &Option<Underlay>, v: u32, hash: u32) -> u32 {
+    let lb = v & (LB_FLAG - 1);
+    match u {
+        Some(Underlay::V4(s)) => s.lbs().pick(lb, hash),
+        Some(Underlay::V6(s)) => s.lbs().pick(lb, hash),
+        None => 0,
     }
 }
 
@@ -392,6 +502,7 @@ impl sluice_graph::NodeFn for Encap {
         // The tunnel of the last packet whose entry was prefetched (a run of packets to
         // one tunnel prefetches it once).
         let mut fetched = u32::MAX;
+        let lines = self.prefetch;
         let mut fetch = |table: &SwTable<EncapEntry>, j: usize| {
             if let Some(&bj) = frame.get(j) {
                 // SAFETY: the dispatcher hands this node every index of `frame`, each
@@ -399,7 +510,7 @@ impl sluice_graph::NodeFn for Encap {
                 let sw = unsafe { arena.buffer_at(addrs, j, bj) }.hdr.tx_if;
                 if sw != fetched {
                     fetched = sw;
-                    table.prefetch(sw);
+                    table.prefetch_first(sw, lines);
                 }
             }
         };
@@ -497,19 +608,23 @@ impl Encap {
         let chained = b.chain_rest_len() != 0;
         let rl = e.len as usize;
         let total = b.total_len() + rl;
-        let (ip6, kind, fib, ip4_sum, mut adj) = (e.ip6, e.kind, e.fib_index, e.ip4_sum, e.adj);
+        let (ip6, kind, fib, ip4_sum) = (e.ip6, e.kind, e.fib_index, e.ip4_sum);
+        let mut adj = Some(e.adj).filter(|&a| a != NO_ADJ);
         if adj.is_none() {
             // Stacked on the underlay's adjacency for the tunnel's destination, looked up
             // again only when the FIB changed since the entry's last lookup.
             if e.stack_at != now {
-                let dst = rewrite_dst(&e.rewrite, ip6);
                 e.stack = match &self.underlay {
-                    Some(u) => stacked(u, fib, dst),
-                    None => None,
+                    Some(u) => stacked(u, e).unwrap_or(NO_ADJ),
+                    None => NO_ADJ,
                 };
                 e.stack_at = now;
             }
-            adj = e.stack;
+            adj = Some(e.stack).filter(|&a| a != NO_ADJ);
+            // VXLAN over ECMP: the bucket of the packet's inner flow (`stacked`).
+            if let Some(v) = adj.filter(|&v| v >= LB_FLAG) {
+                adj = Some(pick(&self.underlay, v, hash));
+            }
         }
         if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu { .. }) && chained {
             b.hdr.error = cx.error(c::ChainedIp6);
@@ -2211,7 +2326,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         let made = group_adjacency(vm, i, a.dst)
             .and_then(|adj| group_route(vm, true, a.dst, a.table_id, fib_index).map(|_| adj));
         match made {
-            Ok(adj) => entry.adj = Some(adj),
+            Ok(adj) => entry.adj = adj,
             Err(e) => {
                 sluice_vnet::loopback::delete_interface(vm, sw);
                 return Err(e);
@@ -2234,7 +2349,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     let underlay = Underlay::of(vm, ip6);
     vm.foreach_thread(move |tg| {
         if let Some(n) = tg.node_mut::<Encap>(encap) {
-            n.table.set(sw.0, Some(entry));
+            n.set(sw.0, Some(entry));
             if n.underlay.is_none() {
                 n.underlay = underlay.clone();
             }
@@ -2251,7 +2366,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         // Undo on every thread (removing a key a thread never took is a no-op).
         vm.foreach_thread(move |tg| {
             if let Some(n) = tg.node_mut::<Encap>(encap) {
-                n.table.set(sw.0, None);
+                n.set(sw.0, None);
             }
             if let Some(tbl) = table_of(tg, decap) {
                 tbl.remove(&key);
@@ -2370,7 +2485,7 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
     vm.foreach_thread(move |tg| {
         if let Some(i) = encap {
             if let Some(n) = tg.node_mut::<Encap>(i) {
-                n.table.set(sw, None);
+                n.set(sw, None);
             }
         }
         if let Some(i) = decap {

@@ -430,8 +430,8 @@ fn direct_decap_clears_the_bvi_and_local_flags() {
 }
 
 /// The encap stacked on the underlay's adjacency follows the underlay without any
-/// tunnel reconfiguration: a new next hop for the tunnel's destination, ECMP (the lookup
-/// path, which hashes the flow), the route deleted (the lookup path, counted `no_route`
+/// tunnel reconfiguration: a new next hop for the tunnel's destination, ECMP (stacked on
+/// one bucket: the outer header is the same for every packet of a tunnel), the route deleted (the lookup path, counted `no_route`
 /// there, not a stale adjacency), and a neighbour resolving on a connected destination
 /// (glean through `ip4-lookup`/`ip6-lookup` until it resolves, then stacked), a
 /// neighbour's new MAC (the next frame carries it) and a forgotten neighbour (glean: the
@@ -603,8 +603,10 @@ fn ipip_encap_follows_the_underlay_route() {
             inner_lookups + 2,
             "v6 {v6}: ipip1's packets only take the lookup arc"
         );
-        // ECMP over .2 and .3: the lookup path (one more lookup per packet), both MACs
-        // possible, every packet out.
+        // ECMP over .2 and .3: still stacked (the encap picks the bucket of the tunnel's
+        // outer flow, the same for every packet of it), every packet out on one next hop.
+        // The four inner flows are all IPv4, so their outer headers are identical anyway:
+        // this checks the stacking, not that the pick ignores the inner flow.
         cli(
             &mut vm,
             &t,
@@ -613,7 +615,11 @@ fn ipip_encap_follows_the_underlay_route() {
         let (out, l) = send(&mut vm, NET0);
         assert_eq!(out.len(), 4, "v6 {v6}");
         assert!(out.iter().all(|o| o[..6] == mac3 || o[..6] == PEER_MAC));
-        assert_eq!(l, inner_lookups + 4, "v6 {v6}: ECMP takes the lookup arc");
+        assert!(
+            out.iter().all(|o| o[..6] == out[0][..6]),
+            "v6 {v6}: one tunnel, one path"
+        );
+        assert_eq!(l, inner_lookups, "v6 {v6}: ECMP stacked, no outer lookup");
         // The route deleted: dropped as no_route by the lookup node, nothing sent.
         clis(
             &mut vm,
@@ -726,6 +732,121 @@ fn ipip_encap_stacks_in_its_underlay_table() {
         let icmp = if v6 { 2 } else { 0 };
         assert_eq!(counter(&vm, lk, "no_route") - nr0, 2 + icmp, "v6 {v6}");
         assert_eq!(vectors(&vm, lk) - l0, inner + 2 + icmp, "v6 {v6}");
+        assert_eq!(in_use(&vm), 0, "v6 {v6}");
+    }
+}
+
+/// Eight IP-in-IP tunnels over a two-path ECMP underlay, each stacked on its fixed bucket.
+/// With one next hop's neighbour forgotten, the tunnels on that bucket take the lookup
+/// arc, and the lookup (which hashes the outer header with its real protocol, 4) must
+/// pick the same, unresolved bucket: nothing of theirs is sent as data (and no frame with
+/// a zero MAC), while the other tunnels stay on their next hop. That holds only when the
+/// encap hashed its rewrite with protocol 4 too (with the rewrite's 0, some tunnels'
+/// packets move to the other path). Then a third path (more buckets): every tunnel out
+/// again, each on a resolved MAC.
+#[test]
+fn ipip_ecmp_bucket_matches_the_lookup() {
+    for v6 in [false, true] {
+        let (mut vm, t) = routed();
+        let (l, plen, nh2, nh3, nh4) = if v6 {
+            (
+                "2001:db8::1",
+                128,
+                "2001:db8::2",
+                "2001:db8::3",
+                "2001:db8::4",
+            )
+        } else {
+            ("10.0.0.1", 32, "10.0.0.2", "10.0.0.3", "10.0.0.4")
+        };
+        let mac3 = [0x02, 0, 0, 0, 0, 0x03];
+        let mac4 = [0x02, 0, 0, 0, 0, 0x04];
+        let far = |k: u8| {
+            if v6 {
+                format!("2001:db8:9::{}", k + 1)
+            } else {
+                format!("192.0.2.{}", k + 1)
+            }
+        };
+        const N: u8 = 8;
+        let mut cmds = vec![format!("ip neighbor pg0 {nh3} 02:00:00:00:00:03 static")];
+        for k in 0..N {
+            let f = far(k);
+            cmds.extend([
+                format!("create ipip tunnel src {l} dst {f} instance {k}"),
+                format!("set interface state ipip{k} up"),
+                format!("ip route add 198.51.{}.0/24 via ipip{k}", 100 + k),
+                format!("ip route add {f}/{plen} via {nh2} pg0"),
+                format!("ip route add {f}/{plen} via {nh3} pg0"),
+            ]);
+        }
+        clis(&mut vm, &t, &cmds);
+        let pg1 = mac_of(&vm, "pg1");
+        let fs: Vec<Vec<u8>> = (0..N)
+            .map(|k| {
+                let mut f = eth(pg1, HOST_MAC, 0x0800);
+                f.extend(udp4([172, 16, 0, 2], [198, 51, 100 + k, 7], 64));
+                f
+            })
+            .collect();
+        // The tunnel (by its outer destination's last byte - 1) and the MAC of each data
+        // frame sent on pg0 (outer protocol 4: not the ARP/ND a glean sends).
+        let send = |vm: &mut sluice_graph::Vlib| -> Vec<(u8, [u8; 6])> {
+            run(vm, &t, "pg1", "pg0", &fs, 2 * N as usize)
+                .into_iter()
+                .filter_map(|o| {
+                    let (v6o, v4o) = (o[12..14] == [0x86, 0xdd], o[12..14] == [8, 0]);
+                    let data = match v6 {
+                        true => v6o && o[14 + 6] == 4,
+                        false => v4o && o[14 + 9] == 4,
+                    };
+                    let last = if v6 { o[14 + 39] } else { o[14 + 19] };
+                    data.then(|| (last - 1, o[..6].try_into().unwrap()))
+                })
+                .collect()
+        };
+        let mut before = send(&mut vm);
+        before.sort();
+        assert_eq!(before.len(), N as usize, "v6 {v6}");
+        assert!(before.iter().all(|(_, m)| *m == PEER_MAC || *m == mac3));
+        let on2: Vec<u8> = before
+            .iter()
+            .filter(|(_, m)| *m == PEER_MAC)
+            .map(|(k, _)| *k)
+            .collect();
+        assert!(
+            !on2.is_empty() && on2.len() < N as usize,
+            "v6 {v6}: both paths used"
+        );
+        // .2 forgotten: its tunnels glean through the lookup, the others stay on .3.
+        cli(&mut vm, &t, &format!("ip neighbor del pg0 {nh2}"));
+        let mut after = send(&mut vm);
+        after.sort();
+        let want: Vec<(u8, [u8; 6])> = before.iter().copied().filter(|(_, m)| *m == mac3).collect();
+        assert_eq!(
+            after, want,
+            "v6 {v6}: the lookup picks the tunnel's unresolved bucket"
+        );
+        // .2 back and a third path via .4: every tunnel out on a resolved MAC.
+        clis(
+            &mut vm,
+            &t,
+            &[
+                format!("ip neighbor pg0 {nh2} 02:00:00:00:00:02 static"),
+                format!("ip neighbor pg0 {nh4} 02:00:00:00:00:04 static"),
+            ],
+        );
+        let cmds: Vec<String> = (0..N)
+            .map(|k| format!("ip route add {}/{plen} via {nh4} pg0", far(k)))
+            .collect();
+        clis(&mut vm, &t, &cmds);
+        let out = send(&mut vm);
+        assert_eq!(out.len(), N as usize, "v6 {v6}");
+        assert!(
+            out.iter()
+                .all(|(_, m)| *m == PEER_MAC || *m == mac3 || *m == mac4),
+            "v6 {v6}: {out:?}"
+        );
         assert_eq!(in_use(&vm), 0, "v6 {v6}");
     }
 }

@@ -1140,3 +1140,108 @@ fn group_tunnel_joins_and_leaves(v6: bool, ll: LinkLocal, down_first: bool) {
     assert_eq!(out, vec![want(4), want(3)]);
     assert_eq!(in_use(&vm), 0);
 }
+
+/// VXLAN over an ECMP underlay (two equal-cost next hops for the tunnel's destination):
+/// the encap picks the load-balance bucket from each packet's inner flow and stacks on
+/// its adjacency, no lookup — 32 inner flows (two packets each, in two frames) spread
+/// over both next hops, each flow's packets on one. With one next hop's neighbour
+/// forgotten (a bucket gleans), the tunnel's packets take the lookup arc (the lookup node
+/// picks and gleans), and only the other next hop gets data. IPv4 and IPv6 underlay.
+#[test]
+fn vxlan_encap_spreads_inner_flows_over_ecmp() {
+    for v6 in [false, true] {
+        let (mut vm, t) = build();
+        let (lk, l, plen, nh2, nh3, far, pfx) = if v6 {
+            (
+                "ip6-lookup",
+                "2001:db8::1/64",
+                128,
+                "2001:db8::2",
+                "2001:db8::3",
+                "2001:db8:9::9",
+                "2001:db8::1",
+            )
+        } else {
+            (
+                "ip4-lookup",
+                "10.0.0.1/24",
+                32,
+                "10.0.0.2",
+                "10.0.0.3",
+                "192.0.2.9",
+                "10.0.0.1",
+            )
+        };
+        clis(
+            &mut vm,
+            &t,
+            &[
+                "create packet-generator interface pg0".to_string(),
+                "create packet-generator interface pg1".to_string(),
+                "set interface state pg0 up".to_string(),
+                "set interface state pg1 up".to_string(),
+                format!("set interface ip address pg0 {l}"),
+                format!("ip neighbor pg0 {nh2} 02:00:00:00:00:02 static"),
+                format!("ip neighbor pg0 {nh3} 02:00:00:00:00:03 static"),
+                format!("ip route add {far}/{plen} via {nh2} pg0"),
+                format!("ip route add {far}/{plen} via {nh3} pg0"),
+                format!("create vxlan tunnel src {pfx} dst {far} vni 13"),
+                "set interface state vxlan_tunnel0 up".to_string(),
+                "set interface l2 bridge pg1 1".to_string(),
+                "set interface l2 bridge vxlan_tunnel0 1".to_string(),
+            ],
+        );
+        let mac2 = [0x02, 0, 0, 0, 0, 0x02];
+        let mac3 = [0x02, 0, 0, 0, 0, 0x03];
+        // 32 inner flows (UDP source ports 1000..1032), each twice; the flow is the
+        // VXLAN source port (from the inner flow hash).
+        let flow = |p: u16| {
+            let mut f = inner_frame(H2, H1, 20);
+            f[34..36].copy_from_slice(&p.to_be_bytes());
+            f
+        };
+        let frames: Vec<Vec<u8>> = (0..64).map(|i| flow(1000 + i % 32)).collect();
+        let et = if v6 { [0x86, 0xdd] } else { [0x08, 0x00] };
+        let sport_at = if v6 { 14 + 40 } else { 14 + 20 };
+        let lookups = vectors(&vm, lk);
+        let out = run(&mut vm, &t, "pg1", "pg0", &frames, frames.len());
+        assert_eq!(out.len(), 64, "v6 {v6}");
+        assert_eq!(vectors(&vm, lk), lookups, "v6 {v6}: stacked, no lookup");
+        let mut by_flow = std::collections::HashMap::new();
+        for o in &out {
+            assert_eq!(o[12..14], et, "v6 {v6}");
+            let sport = u16::from_be_bytes([o[sport_at], o[sport_at + 1]]);
+            let mac: [u8; 6] = o[..6].try_into().unwrap();
+            assert!(mac == mac2 || mac == mac3, "v6 {v6}: {mac:?}");
+            assert_eq!(
+                *by_flow.entry(sport).or_insert(mac),
+                mac,
+                "v6 {v6}: one flow, one path"
+            );
+        }
+        assert!(
+            by_flow.len() >= 16,
+            "v6 {v6}: {} source ports",
+            by_flow.len()
+        );
+        let on3 = by_flow.values().filter(|&&m| m == mac3).count();
+        assert!(
+            on3 > 0 && on3 < by_flow.len(),
+            "v6 {v6}: flows on both next hops ({on3} of {} on .3)",
+            by_flow.len()
+        );
+        // .3 forgotten: its bucket gleans, so the tunnel takes the lookup arc; data only
+        // to .2 (the lookup node sends .3's share to ARP/ND).
+        cli(&mut vm, &t, &format!("ip neighbor del pg0 {nh3}"));
+        let lookups = vectors(&vm, lk);
+        let out = run(&mut vm, &t, "pg1", "pg0", &frames, frames.len());
+        let data: Vec<_> = out
+            .iter()
+            .filter(|o| o[12..14] == et && o[..6] == mac2)
+            .collect();
+        assert!(!data.is_empty(), "v6 {v6}");
+        assert!(out.iter().all(|o| o[..6] != mac3), "v6 {v6}: nothing to .3");
+        assert_eq!(vectors(&vm, lk) - lookups, 64, "v6 {v6}: the lookup arc");
+        assert_eq!(in_use(&vm), 0, "v6 {v6}");
+    }
+}

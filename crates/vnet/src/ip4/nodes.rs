@@ -398,7 +398,7 @@ impl NodeFn for Ip4Lookup {
 /// of UDP/TCP), for ECMP bucket choice: one flow always takes one path. A packet shorter
 /// than a header (never from ip4-input; `ip4-lookup` looks it up as 0.0.0.0) hashes to 0.
 #[inline(always)]
-fn flow_hash(ip: &[u8]) -> u32 {
+pub(crate) fn flow_hash(ip: &[u8]) -> u32 {
     const FF: usize = field::FLAGS_FRAG;
     const P: usize = field::PROTOCOL;
     let Some(hdr) = ip.first_chunk::<MIN_HEADER_LEN>() else {

@@ -384,7 +384,7 @@ impl NodeFn for Ip6Lookup {
 /// next header is UDP/TCP) for ECMP bucket choice. A packet shorter than a header (never
 /// from ip6-input; `ip6-lookup` looks it up as `::`) hashes to 0.
 #[inline(always)]
-fn flow_hash(ip: &[u8]) -> u32 {
+pub(crate) fn flow_hash(ip: &[u8]) -> u32 {
     let Some(hdr) = ip.first_chunk::<40>() else {
         return 0;
     };
