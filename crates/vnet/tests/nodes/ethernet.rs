@@ -285,3 +285,71 @@ fn traced_frame_gets_its_record_on_an_l3_interface() {
     t.cli("packet-generator delete s0");
     t.assert_no_leaks();
 }
+
+/// One frame from three interfaces: the frame loop's fast path (the interface's MAC and
+/// tables kept in locals) follows each packet's interface, and the packets after an L2
+/// interface's (the rest of the frame goes per packet) are classified the same.
+#[test]
+fn a_frame_of_several_interfaces_takes_each_ones_mac_and_tables() {
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli(
+        "ip table add 7
+         ip6 table add 7
+         create loopback interface mac 02:00:00:00:00:0b
+         set interface state loop1 up
+         set interface ip table loop1 7
+         set interface ip6 table loop1 7
+         create loopback interface
+         set interface state loop2 up
+         set interface l2 bridge loop2 5",
+    );
+    let (l1, l2) = (t.sw_if("loop1"), t.sw_if("loop2"));
+    let to0 = udp4("10.0.0.2", "10.0.1.2");
+    let mut to1 = to0.clone();
+    to1[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x0b]);
+    let v6 = pkt(&format!(
+        "IP6: {PEER_MAC} -> 02:00:00:00:00:0b\nUDP: 2001:db8::2 -> 2001:db8:1::2\nUDP: 1 -> 2"
+    ));
+    // (packet, rx interface): what each becomes is checked below, in order.
+    let sent = [
+        (&to0, sw),
+        (&to1, l1),
+        (&to0, l1), // loop0's MAC on loop1: dropped
+        (&v6, l1),
+        (&to0, sw),
+        (&to1, sw), // loop1's MAC on loop0: dropped
+        (&to0, l2), // bridged
+        (&to0, sw),
+        (&to1, l1),
+        (&v6, l1),
+    ];
+    let bufs: Vec<_> = sent
+        .iter()
+        .map(|&(p, rx)| t.packet(p, |h| h.rx_if = rx))
+        .collect();
+    t.inject(&bufs);
+    let ip4 = t.arc("ip4-input");
+    let fibs: Vec<_> = ip4
+        .iter()
+        .map(|c| (c.hdr.rx_if, c.hdr.ip.fib_index))
+        .collect();
+    assert_eq!(fibs.len(), 5, "{fibs:?}");
+    let fib1 = fibs[1].1;
+    assert_ne!(fib1, 0, "loop1 is in table 7");
+    assert_eq!(fibs, [(sw, 0), (l1, fib1), (sw, 0), (sw, 0), (l1, fib1)]);
+    for c in &ip4 {
+        assert_eq!(c.data, to0[14..], "Ethernet header stripped");
+        assert_eq!(c.hdr.ip.l3_hdr_offset, 14);
+    }
+    let ip6 = t.arc("ip6-input");
+    assert_eq!(ip6.len(), 2);
+    assert!(ip6
+        .iter()
+        .all(|c| c.hdr.ip.fib_index != 0 && c.data == v6[14..]));
+    let l2in = t.arc("l2-input");
+    assert_eq!(l2in.len(), 1);
+    assert_eq!(l2in[0].hdr.l2.bd_index, 5);
+    assert_eq!(l2in[0].data, to0, "L2 frames keep their header");
+    t.assert_counters(&[("l3_mac_mismatch", 2)]);
+    t.assert_no_leaks();
+}
