@@ -595,6 +595,9 @@ impl NodeFn for EthernetInput {
             nexts[i] = self.process_one(cx, &mut b).0;
             i += 1;
         }
+        // `PacketNode`'s contract, as `PerPacket` keeps it (a no-op today: should the node
+        // collect per frame, this loop publishes it).
+        self.end_frame(cx);
         cx.enqueue_to_next(frame, &s.nexts[..n]);
         cx.put_frame_scratch(s);
     }
