@@ -37,17 +37,27 @@
 //! clear source group bit: group bits clear and dst == our MAC) covers both.
 //! The EtherType is compared as loaded, against constants in the frame's byte order
 //! (`IPV4_NE`, ...): no byte swap on the fast path or the L2 path.
+//! The node has its own frame loop (not `PerPacket`): the L3 fast path (IPv4/IPv6 unicast
+//! to the cached interface's MAC, nothing special) keeps that interface, its MAC and tables
+//! in locals, where the per-packet loop reloaded them from the node for every packet; any
+//! other packet goes through `process_one`, and after a packet of an L2 (or redirected,
+//! admin-down) interface the rest of the frame goes through `process_one` alone.
 //!
 //! VPP: `vnet/ethernet/node.c`.
 
 use crate::interface::{counter, IfCounters};
 use crate::ip4::Ip4Shared;
 use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED, TRACED};
+use sluice_buffer::BufIdx;
 use sluice_buffer::{Buffer, BufferHeader};
 use sluice_fib::adj::AdjKind;
-use sluice_graph::{Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, TraceRecord};
+use sluice_graph::{
+    Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, TraceRecord,
+    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
+};
 use sluice_wire::ethernet::{ethertype, field, HEADER_LEN};
 use sluice_wire::Mac;
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -480,6 +490,122 @@ impl PacketNode for EthernetInput {
     }
 }
 
+/// What the frame loop's fast path needs of the cached rx interface, in locals (registers)
+/// rather than reloaded from the node per packet: an L3 interface with nothing special
+/// (`cached_special` 0). Otherwise `rx_if` is `NO_IF` and `mac` `NEVER_MAC`: no packet
+/// takes the fast path.
+#[derive(Clone, Copy)]
+struct Fast {
+    rx_if: u32,
+    mac: u64,
+    fib: [u32; 2],
+}
+
+impl EthernetInput {
+    #[inline(always)]
+    fn fast(&self) -> Fast {
+        if self.cached_special != 0 {
+            return Fast {
+                rx_if: NO_IF,
+                mac: NEVER_MAC,
+                fib: [0; 2],
+            };
+        }
+        Fast {
+            rx_if: self.cached_if,
+            mac: self.cached_mac,
+            fib: self.cached_fib,
+        }
+    }
+}
+
+/// `process_one`'s L3 fast path alone: an IPv4 or IPv6 frame unicast to the cached (L3,
+/// not special) interface's MAC from a unicast MAC, not traced nor flagged. `None`, having
+/// changed nothing: anything else, for `process_one`.
+#[inline(always)]
+fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
+    if b.hdr.rx_if != f.rx_if || b.hdr.flags & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
+        return None;
+    }
+    let h = b.head::<HEADER_LEN>()?;
+    let et_ne = u16::from_ne_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
+    let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+    if w << MAC_SHIFT != f.mac {
+        return None;
+    }
+    let (fib, next) = match et_ne {
+        IPV4_NE => (f.fib[0], EthNext::Ip4),
+        IPV6_NE => (f.fib[1], EthNext::Ip6),
+        _ => return None,
+    };
+    b.hdr.ip.fib_index = fib;
+    let l2 = b.hdr.current_data;
+    b.hdr.l2.l2_hdr_offset = l2;
+    b.hdr.current_data = l2 + HEADER_LEN as i16;
+    b.hdr.current_length -= HEADER_LEN as u16;
+    b.hdr.ip.l3_hdr_offset = l2 + HEADER_LEN as i16;
+    Some(next.next())
+}
+
+/// The frame loop: `PerPacket`'s (addresses resolved once, headers and data prefetched
+/// `PREFETCH_AHEAD` on, the nexts handed on in one batch) with the L3 fast path's state in
+/// locals ([`Fast`]); a packet off it (another interface, a special one, not IP, not for
+/// our MAC, traced) goes through `process_one`, after which the state is read again. Once
+/// a packet's interface is special (L2, input redirect, admin-down) the rest of the frame
+/// goes through `process_one` alone (frames come from one interface: an L2 interface's
+/// frame would fail the fast path's tests on every packet).
+impl NodeFn for EthernetInput {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let arena = cx.arena();
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        self.begin_frame(cx);
+        let addrs = &*addrs;
+        let mut fast = self.fast();
+        let mut i = 0;
+        while i < n {
+            addrs.prefetch(i + PREFETCH_AHEAD, true);
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
+            // the view lives only for this iteration.
+            let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+            if let Some(nx) = fast_one(&fast, &mut b) {
+                nexts[i] = nx.0;
+                i += 1;
+                continue;
+            }
+            nexts[i] = self.process_one(cx, &mut b).0;
+            i += 1;
+            fast = self.fast();
+            if self.cached_special != 0 {
+                break;
+            }
+        }
+        // A frame of an L2 interface (or one with an input redirect, or admin-down): the
+        // rest per packet, without the fast path's tests.
+        // (An index loop: an iterator skipping to `i` keeps its state on the stack.)
+        while i < n {
+            addrs.prefetch(i + PREFETCH_AHEAD, true);
+            // SAFETY: as above.
+            let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+            nexts[i] = self.process_one(cx, &mut b).0;
+            i += 1;
+        }
+        // `PacketNode`'s contract, as `PerPacket` keeps it (a no-op today: should the node
+        // collect per frame, this loop publishes it).
+        self.end_frame(cx);
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
 /// Registers `ethernet-input` (its arc slot declared by `vnet::register`).
 pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>) {
     let eslot = crate::ip4::nodes::arc_slot(r, NAME);
@@ -487,7 +613,7 @@ pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>)
     let s = shared.clone();
     b.register(
         NodeRegistration::new(NAME, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(EthernetInput {
+            Box::new(EthernetInput {
                 shared: s.clone(),
                 subs: HashMap::new(),
                 cached_if: NO_IF,
@@ -502,7 +628,7 @@ pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>)
                 l2_any: false,
                 cached_l2_next: EthNext::L2.next(),
                 slot: eslot,
-            }))
+            })
         })
         .nexts(EthNext::NAMES)
         .counters(EthCounter::DESCS),

@@ -12,13 +12,23 @@ fn classifies_by_ethertype_and_strips_the_header() {
     ));
     let mut arp = v4.clone();
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
-    t.run_with(&[v4.clone(), v6.clone(), arp], |h| h.rx_if = sw);
+    // Two IPv4 packets: the first goes through `process_one` (the interface not yet
+    // cached), the second through the frame loop's fast path. A stale table index in
+    // each must be replaced by loop0's (table 0).
+    t.run_with(&[v4.clone(), v4.clone(), v6.clone(), arp], |h| {
+        h.rx_if = sw;
+        h.ip.fib_index = 99;
+    });
     let ip4 = t.arc("ip4-input");
-    assert_eq!(ip4.len(), 1);
-    assert_eq!(ip4[0].data, v4[14..], "Ethernet header stripped");
-    assert_eq!(ip4[0].hdr.current_data, 14);
-    assert_eq!(ip4[0].hdr.l2.l2_hdr_offset, 0);
-    assert_eq!(ip4[0].hdr.ip.l3_hdr_offset, 14);
+    assert_eq!(ip4.len(), 2);
+    for (i, c) in ip4.iter().enumerate() {
+        assert_eq!(c.data, v4[14..], "packet {i}: Ethernet header stripped");
+        assert_eq!(c.hdr.current_data, 14, "packet {i}");
+        assert_eq!(c.hdr.current_length as usize, v4.len() - 14, "packet {i}");
+        assert_eq!(c.hdr.l2.l2_hdr_offset, 0, "packet {i}");
+        assert_eq!(c.hdr.ip.l3_hdr_offset, 14, "packet {i}");
+        assert_eq!(c.hdr.ip.fib_index, 0, "packet {i}: loop0's table");
+    }
     assert_eq!(t.arc("ip6-input")[0].data, v6[14..]);
     assert_eq!(t.arc("arp-input").len(), 1);
     assert!(t.arc("error-drop").is_empty());
@@ -283,5 +293,76 @@ fn traced_frame_gets_its_record_on_an_l3_interface() {
         "{trace}"
     );
     t.cli("packet-generator delete s0");
+    t.assert_no_leaks();
+}
+
+/// One frame from three interfaces: the frame loop's fast path (the interface's MAC and
+/// tables kept in locals) follows each packet's interface, and the packets after an L2
+/// interface's (the rest of the frame goes per packet) are classified the same.
+#[test]
+fn a_frame_of_several_interfaces_takes_each_ones_mac_and_tables() {
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli(
+        "ip table add 7
+         ip6 table add 7
+         create loopback interface mac 02:00:00:00:00:0b
+         set interface state loop1 up
+         set interface ip table loop1 7
+         set interface ip6 table loop1 7
+         create loopback interface
+         set interface state loop2 up
+         set interface l2 bridge loop2 5",
+    );
+    let (l1, l2) = (t.sw_if("loop1"), t.sw_if("loop2"));
+    let to0 = udp4("10.0.0.2", "10.0.1.2");
+    let mut to1 = to0.clone();
+    to1[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x0b]);
+    let v6 = pkt(&format!(
+        "IP6: {PEER_MAC} -> 02:00:00:00:00:0b\nUDP: 2001:db8::2 -> 2001:db8:1::2\nUDP: 1 -> 2"
+    ));
+    // (packet, rx interface): what each becomes is checked below, in order.
+    let sent = [
+        (&to0, sw),
+        (&to1, l1),
+        (&to0, l1), // loop0's MAC on loop1: dropped
+        (&v6, l1),
+        (&to0, sw),
+        (&to1, sw), // loop1's MAC on loop0: dropped
+        (&to0, l2), // bridged
+        (&to0, sw),
+        (&to1, l1),
+        (&v6, l1),
+    ];
+    let bufs: Vec<_> = sent
+        .iter()
+        .map(|&(p, rx)| t.packet(p, |h| h.rx_if = rx))
+        .collect();
+    t.inject(&bufs);
+    let ip4 = t.arc("ip4-input");
+    let fibs: Vec<_> = ip4
+        .iter()
+        .map(|c| (c.hdr.rx_if, c.hdr.ip.fib_index))
+        .collect();
+    assert_eq!(fibs.len(), 5, "{fibs:?}");
+    let fib1 = sluice_vnet::ip4::fib_index(&mut t.h.vm, 7).expect("table 7");
+    assert_ne!(fib1, 0, "table 7 is not table 0");
+    assert_eq!(fibs, [(sw, 0), (l1, fib1), (sw, 0), (sw, 0), (l1, fib1)]);
+    for c in &ip4 {
+        assert_eq!(c.data, to0[14..], "Ethernet header stripped");
+        assert_eq!(c.hdr.ip.l3_hdr_offset, 14);
+    }
+    let fib6 = sluice_vnet::ip6::fib_index(&mut t.h.vm, 7).expect("ip6 table 7");
+    assert_ne!(fib6, 0, "ip6 table 7 is not table 0");
+    let ip6 = t.arc("ip6-input");
+    assert_eq!(ip6.len(), 2);
+    for c in &ip6 {
+        assert_eq!((c.hdr.rx_if, c.hdr.ip.fib_index), (l1, fib6));
+        assert_eq!(c.data, v6[14..]);
+    }
+    let l2in = t.arc("l2-input");
+    assert_eq!(l2in.len(), 1);
+    assert_eq!(l2in[0].hdr.l2.bd_index, 5);
+    assert_eq!(l2in[0].data, to0, "L2 frames keep their header");
+    t.assert_counters(&[("l3_mac_mismatch", 2)]);
     t.assert_no_leaks();
 }
