@@ -92,22 +92,32 @@ fn interface_output_counts_whole_frames_mixed_frames_and_down_interfaces() {
 
 #[test]
 fn interface_output_counts_a_new_run_at_every_packet() {
-    // Packets alternating between interfaces (many tunnels: every packet another
-    // interface): each packet ends a run and starts one, counted on its own interface with
-    // its own length; a down interface's packet between them is dropped and ends no run.
+    // Packets alternating between interfaces of two drivers (many tunnels: every packet
+    // another interface): each packet ends a run and starts one in the frame loop, goes to
+    // its own interface's tx node and is counted there with its own length; a down
+    // interface's packet between them is dropped and ends no run. A loopback and a pg
+    // interface, so a run that kept the last run's next arc sends to the wrong tx node.
     let (mut t, a) = setup("interface-output");
     t.cli(
-        "create loopback interface
-         set interface state loop1 up
+        "create packet-generator interface pg0
+         set interface state pg0 up
          create loopback interface",
     );
-    let b = t.sw_if("loop1");
-    let down = t.sw_if("loop2");
+    let b = t.sw_if("pg0");
+    let down = t.sw_if("loop1");
     t.capture("loop-tx");
+    t.capture("pg-tx");
     let short = udp4("10.0.0.1", "10.0.0.2");
     let mut long = short.clone();
     long.extend_from_slice(&[0; 100]);
     let (ls, ll) = (short.len() as u64, long.len() as u64);
+    let at = |t: &NodeTest, node: &str| -> Vec<(u32, usize)> {
+        t.arc(node)
+            .iter()
+            .map(|c| (c.hdr.tx_if, c.data.len()))
+            .collect()
+    };
+    let (s, l) = (short.len(), long.len());
     let frame = [
         t.packet(&short, |h| h.tx_if = a),
         t.packet(&long, |h| h.tx_if = b),
@@ -118,19 +128,21 @@ fn interface_output_counts_a_new_run_at_every_packet() {
         t.packet(&short, |h| h.tx_if = a),
     ];
     t.inject(&frame);
-    assert_eq!(sent(&t), [a, b, a, b, b, a]);
+    assert_eq!(at(&t, "loop-tx"), [(a, s), (a, s), (a, s)]);
+    assert_eq!(at(&t, "pg-tx"), [(b, l), (b, l), (b, l)]);
     assert_eq!(tx(&mut t, a), (3, 3 * ls, 0));
     assert_eq!(tx(&mut t, b), (3, 3 * ll, 0));
     assert_eq!(tx(&mut t, down), (0, 0, 1));
     t.assert_counters(&[("interface_down", 1)]);
     t.clear();
-    // The next frame: A, then B.
+    // The next frame: pg0, then loop0.
     let frame = [
-        t.packet(&short, |h| h.tx_if = a),
         t.packet(&long, |h| h.tx_if = b),
+        t.packet(&short, |h| h.tx_if = a),
     ];
     t.inject(&frame);
-    assert_eq!(sent(&t), [a, b]);
+    assert_eq!(at(&t, "pg-tx"), [(b, l)]);
+    assert_eq!(at(&t, "loop-tx"), [(a, s)]);
     assert_eq!(tx(&mut t, a), (4, 4 * ls, 0));
     assert_eq!(tx(&mut t, b), (4, 4 * ll, 0));
     t.assert_no_leaks();
