@@ -541,3 +541,51 @@ pub(crate) fn detach(vm: &mut Vlib, idx: SwIfIndex) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// With workers, every thread's tx entry holds that thread's own row of the interface's
+    /// counters (`attach` makes the entry on each thread): a row of another thread would
+    /// count there, racing that thread's adds, with every test's totals still right.
+    #[test]
+    fn each_thread_entry_holds_its_own_counters_row() {
+        let (mut vm, _cli) = crate::testing::configured(
+            &[],
+            2,
+            64,
+            &["create loopback interface", "create loopback interface"],
+        );
+        let n = vm.n_threads();
+        assert_eq!(n, 3, "main and 2 workers");
+        let out = vm.registry.find(NAME).expect("interface-output");
+        for name in ["loop0", "loop1"] {
+            let sw = vm.ext_mut::<crate::Interfaces>().find(name).expect(name).0;
+            let counters = vm
+                .ext_mut::<crate::Interfaces>()
+                .counter_table
+                .get(sw)
+                .expect("counters")
+                .clone();
+            // (thread, the entry's row is `counters.row(thread)`) from each thread.
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let (c, s) = (counters.clone(), seen.clone());
+            vm.foreach_thread(move |tg| {
+                let t = tg.thread();
+                let o = tg.node_mut::<InterfaceOutput>(out).expect("node");
+                let entry = o.table.get(sw as usize).and_then(Option::as_ref);
+                let own = match (entry.and_then(TxEntry::row), c.row(t)) {
+                    (Some(r), Some(want)) => std::ptr::eq(r, want),
+                    _ => false,
+                };
+                s.lock().expect("lock").push((t, own));
+            });
+            let mut seen = seen.lock().expect("lock").clone();
+            seen.sort_unstable();
+            assert_eq!(seen, [(0, true), (1, true), (2, true)], "{name}");
+        }
+        vm.stop_workers();
+    }
+}
