@@ -172,8 +172,8 @@ impl TxEntry {
     /// Adds `n` to counter `c` of this thread.
     #[inline(always)]
     fn count(&self, c: usize, n: u64) {
-        if let Some(r) = self.row() {
-            r[c].add(n);
+        if let Some(r) = &self.counters {
+            r.add(c, n);
         }
     }
 }
