@@ -16,22 +16,26 @@
 //!   its segments, when they come back).
 //!
 //! Tx counting: this node counts `tx packets`/`tx bytes` once per run of packets to one
-//! interface, before the driver. A run carries over from one frame to the next (the last
-//! frame's interface, re-checked up and untagged per frame), and a frame that is all one
-//! run of an up, untagged interface goes on whole (`enqueue_all`: no per-packet next or
-//! counter store). A tx node that cannot send a packet (ring full, too big,
-//! not connected, write error) takes it back with `IfCounters::tx_failed` — tx packets and
-//! bytes down, `tx-error` up, on the same thread's counters — so `show interface` tx is what
-//! the driver handed to the device. The success path costs nothing extra; the failure path
-//! one subtraction per run. A packet sent on a VLAN sub-interface is counted on both the
-//! sub-interface and its parent; the driver sees only the parent, so for each such packet
-//! it cannot send it also calls `IfCounterTable::sub_tx_failed`, which finds the
+//! interface, before the driver. A frame's first run is to its first packet's interface
+//! (looked up once per frame), and a frame that is all one run of an up, untagged interface
+//! goes on whole (`enqueue_all`: no per-packet next or counter store). A plain packet to
+//! another up, untagged interface (with many tunnels, every packet) ends the run and starts
+//! its own in the frame loop: the interface's entry holds this thread's counters row
+//! (`IfRow`, no hop through the `Arc`), so the change is one table read and the last run's
+//! two counter adds. A tx node that cannot send a packet (ring full, too big, not
+//! connected, write error) takes it back with `IfCounters::tx_failed` — tx packets and
+//! bytes down, `tx-error` up, on the same thread's counters — so `show interface` tx is
+//! what the driver handed to the device. The success path costs nothing extra; the failure
+//! path one subtraction per run. A packet sent on a VLAN sub-interface is counted on both
+//! the sub-interface and its parent; the driver sees only the parent, so for each such
+//! packet it cannot send it also calls `IfCounterTable::sub_tx_failed`, which finds the
 //! sub-interface in the buffer (`tx_sub_if`) and takes the packet back there too.
 
-use crate::interface::{counter, IfCounters, SwIfIndex};
+use crate::interface::{counter, IfCounters, IfRow, SwIfIndex};
 use sluice_buffer::flags::{GSO, TOTAL_LENGTH_VALID, TX_SUB};
 use sluice_buffer::{Arena, BufIdx};
 use sluice_graph::pcap::point;
+use sluice_graph::stats::Counter;
 use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
 use std::any::Any;
 use std::sync::atomic::Ordering;
@@ -83,7 +87,9 @@ pub struct SubTx {
 struct TxEntry {
     next: Next,
     up: bool,
-    counters: Arc<IfCounters>,
+    /// This thread's row of the interface's counters (None: the counters have no row for
+    /// this thread, nothing counted).
+    counters: Option<IfRow>,
     sub: Option<SubTx>,
     /// The driver sends GSO aggregates (`set_gso`).
     gso: bool,
@@ -94,9 +100,6 @@ pub struct InterfaceOutput {
     table: Vec<Option<TxEntry>>,
     // Kept across calls so a frame does not clear 512 bytes.
     nexts: [u16; FRAME_SIZE],
-    /// The interface of the last frame's last run (`u64::MAX`: none): the next frame's run
-    /// starts with it when it is still an up, untagged interface.
-    last_tx: u64,
 }
 
 impl Default for InterfaceOutput {
@@ -104,7 +107,6 @@ impl Default for InterfaceOutput {
         InterfaceOutput {
             table: Vec::new(),
             nexts: [0; FRAME_SIZE],
-            last_tx: u64::MAX,
         }
     }
 }
@@ -147,13 +149,33 @@ impl InterfaceOutput {
     }
 }
 
-/// The run of packets to one up, untagged interface: its arc, and the packets and bytes
-/// to count when it ends. `tx` is widened: u64::MAX (no run) never equals a packet's u32.
-struct Run {
+/// The run of packets to one up, untagged interface: its arc, its counters row, and the
+/// packets and bytes to count there when it ends. `tx` is widened: u64::MAX (no run) never
+/// equals a packet's u32.
+struct Run<'a> {
     tx: u64,
     next: u16,
+    row: Option<&'a Row>,
     packets: u64,
     bytes: u64,
+}
+
+/// One thread's counters of one interface.
+type Row = [Counter; counter::N];
+
+impl TxEntry {
+    /// This thread's counters row.
+    #[inline(always)]
+    fn row(&self) -> Option<&Row> {
+        self.counters.as_ref().map(IfRow::get)
+    }
+    /// Adds `n` to counter `c` of this thread.
+    #[inline(always)]
+    fn count(&self, c: usize, n: u64) {
+        if let Some(r) = &self.counters {
+            r.add(c, n);
+        }
+    }
 }
 
 /// The error codes `interface-output` sets, taken once per frame.
@@ -167,22 +189,24 @@ struct Errors {
 /// The interface -> tx arc table.
 type Table = [Option<TxEntry>];
 
-impl Run {
+impl<'a> Run<'a> {
     /// No run yet.
-    const NONE: Run = Run {
+    const NONE: Run<'a> = Run {
         tx: u64::MAX,
         next: 0,
+        row: None,
         packets: 0,
         bytes: 0,
     };
 
     /// An empty run to interface `tx` (`u64::MAX`: none) if it is an up, untagged interface
     /// of the table, else no run.
-    fn resume(table: &Table, tx: u64) -> Run {
+    fn resume(table: &'a Table, tx: u64) -> Run<'a> {
         match usize::try_from(tx).ok().and_then(|i| table.get(i)) {
             Some(Some(e)) if e.up && e.sub.is_none() => Run {
                 tx,
                 next: e.next.0,
+                row: e.row(),
                 packets: 0,
                 bytes: 0,
             },
@@ -191,10 +215,11 @@ impl Run {
     }
 
     /// Counts the run's packets and bytes on its interface.
-    fn flush(&self, table: &Table, t: usize) {
-        if let Some(Some(e)) = usize::try_from(self.tx).ok().and_then(|i| table.get(i)) {
-            e.counters.add(t, counter::TX_PACKETS, self.packets);
-            e.counters.add(t, counter::TX_BYTES, self.bytes);
+    #[inline(always)]
+    fn flush(&self) {
+        if let Some(r) = self.row {
+            r[counter::TX_PACKETS].add(self.packets);
+            r[counter::TX_BYTES].add(self.bytes);
         }
     }
 
@@ -206,14 +231,7 @@ impl Run {
     /// The caller owns `b` exclusively (a packet of the frame this node is processing) and
     /// holds no view of it during the call.
     #[inline(never)]
-    unsafe fn packet(
-        &mut self,
-        table: &Table,
-        arena: Arena<'_>,
-        t: usize,
-        b: BufIdx,
-        err: Errors,
-    ) -> u16 {
+    unsafe fn packet(&mut self, table: &'a Table, arena: Arena<'_>, b: BufIdx, err: Errors) -> u16 {
         // SAFETY: the caller owns `b` and holds no view of it (this function's contract);
         // one view at a time here: the header reference is not used while the
         // sub-interface path holds a whole-buffer view.
@@ -251,7 +269,7 @@ impl Run {
                 let mut v = unsafe { arena.buffer(b) };
                 let parent = table.get(sub.parent as usize).and_then(|p| p.as_ref());
                 let Some(p) = parent.filter(|p| p.up) else {
-                    e.counters.add(t, counter::DROPS, 1);
+                    e.count(counter::DROPS, 1);
                     v.hdr.error = err.down;
                     return NEXT_DROP;
                 };
@@ -263,10 +281,10 @@ impl Run {
                 let d = v.data_mut();
                 d.copy_within(n..n + 12, 0);
                 d[12..12 + n].copy_from_slice(&sub.tags[..n]);
-                e.counters.add(t, counter::TX_PACKETS, 1);
-                e.counters.add(t, counter::TX_BYTES, len);
-                p.counters.add(t, counter::TX_PACKETS, 1);
-                p.counters.add(t, counter::TX_BYTES, len + n as u64);
+                e.count(counter::TX_PACKETS, 1);
+                e.count(counter::TX_BYTES, len);
+                p.count(counter::TX_PACKETS, 1);
+                p.count(counter::TX_BYTES, len + n as u64);
                 v.hdr.flags |= TX_SUB;
                 v.hdr.tx_sub_if = tx;
                 v.hdr.tx_sub_tags = sub.len;
@@ -274,17 +292,18 @@ impl Run {
                 e.next.0
             }
             Some(e) if e.up => {
-                self.flush(table, t);
+                self.flush();
                 *self = Run {
                     tx: tx as u64,
                     next: e.next.0,
+                    row: e.row(),
                     packets: 1,
                     bytes: len,
                 };
                 e.next.0
             }
             Some(e) => {
-                e.counters.add(t, counter::DROPS, 1);
+                e.count(counter::DROPS, 1);
                 hdr.error = err.down;
                 NEXT_DROP
             }
@@ -302,7 +321,6 @@ impl NodeFn for InterfaceOutput {
             self.capture_tx(cx, frame);
         }
         let arena = cx.arena();
-        let t = cx.thread();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
         arena.check_frame(frame);
@@ -315,18 +333,22 @@ impl NodeFn for InterfaceOutput {
         // run also caches that interface's arc, so a plain packet of the run is one flag
         // test and one compare here, everything else `packet`. The run is kept in locals
         // (registers) and handed to `packet` as a `Run` only on its calls. It starts with
-        // the last frame's interface (when still up and untagged).
-        let InterfaceOutput {
-            table,
-            nexts,
-            last_tx,
-        } = self;
+        // the first packet's interface (when up and untagged): a frame to one interface goes
+        // on whole even when the frame before went elsewhere (the tunnel and the underlay
+        // pass of an encap share this node).
+        let InterfaceOutput { table, nexts } = self;
+        let first = frame.first().map_or(u64::MAX, |&b| {
+            // SAFETY: this node owns the frame, every index in the arena (checked above);
+            // the reference ends here.
+            u64::from(unsafe { arena.header_mut_unchecked(b) }.tx_if)
+        });
         let Run {
             mut tx,
             mut next,
+            mut row,
             mut bytes,
             ..
-        } = Run::resume(table, *last_tx);
+        } = Run::resume(table, first);
         // The usual frame is one run: while its packets are, no next arc is stored per
         // packet, and a frame that stays one run goes on whole.
         let mut i = 0;
@@ -341,14 +363,14 @@ impl NodeFn for InterfaceOutput {
             i += 1;
         }
         if i == n {
-            *last_tx = tx;
             let run = Run {
                 tx,
                 next,
+                row,
                 packets: n as u64,
                 bytes,
             };
-            run.flush(table, t);
+            run.flush();
             cx.enqueue_all(Next(next), frame);
             return;
         }
@@ -358,36 +380,60 @@ impl NodeFn for InterfaceOutput {
             // SAFETY: this node owns the frame, every index in the arena (checked above);
             // the reference ends before `packet` takes its own.
             let hdr = unsafe { arena.header_mut_unchecked(b) };
-            if hdr.flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) == 0 && hdr.tx_if as u64 == tx {
-                packets += 1;
-                bytes += hdr.current_length as u64;
-                *nx = next;
-            } else {
-                let mut run = Run {
-                    tx,
-                    next,
-                    packets,
-                    bytes,
-                };
-                // SAFETY: this node owns `b` (a packet of its frame); `hdr` is not used
-                // past this point.
-                *nx = unsafe { run.packet(table, arena, t, b, err) };
-                Run {
-                    tx,
-                    next,
-                    packets,
-                    bytes,
-                } = run;
+            if hdr.flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) == 0 {
+                let len = hdr.current_length as u64;
+                if hdr.tx_if as u64 == tx {
+                    packets += 1;
+                    bytes += len;
+                    *nx = next;
+                    continue;
+                }
+                // A plain packet starting a run of another up, untagged interface (with
+                // many tunnels, every packet): the run changes here, without `packet`'s
+                // second look at the header.
+                if let Some(Some(e)) = table.get(hdr.tx_if as usize) {
+                    if e.up && e.sub.is_none() {
+                        Run {
+                            tx,
+                            next,
+                            row,
+                            packets,
+                            bytes,
+                        }
+                        .flush();
+                        (tx, next, row, packets, bytes) =
+                            (hdr.tx_if as u64, e.next.0, e.row(), 1, len);
+                        *nx = next;
+                        continue;
+                    }
+                }
             }
+            let mut run = Run {
+                tx,
+                next,
+                row,
+                packets,
+                bytes,
+            };
+            // SAFETY: this node owns `b` (a packet of its frame); `hdr` is not used past
+            // this point.
+            *nx = unsafe { run.packet(table, arena, b, err) };
+            Run {
+                tx,
+                next,
+                row,
+                packets,
+                bytes,
+            } = run;
         }
-        *last_tx = tx;
         let run = Run {
             tx,
             next,
+            row,
             packets,
             bytes,
         };
-        run.flush(table, t);
+        run.flush();
         cx.enqueue_to_next(frame, &nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
@@ -419,20 +465,20 @@ pub(crate) fn attach(
     let graph = |e: sluice_graph::GraphError| crate::error::VnetError::System(e.to_string());
     let out = vm.registry.lookup(NAME).map_err(graph)?;
     let next = vm.add_next(out, tx).map_err(graph)?;
-    let entry = TxEntry {
-        next,
-        up: false,
-        counters,
-        sub: None,
-        gso: false,
-    };
     vm.foreach_thread(move |tg| {
+        let entry = TxEntry {
+            next,
+            up: false,
+            counters: IfRow::new(counters.clone(), tg.thread()),
+            sub: None,
+            gso: false,
+        };
         if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
             let i = idx.0 as usize;
             if o.table.len() <= i {
                 o.table.resize(i + 1, None);
             }
-            o.table[i] = Some(entry.clone());
+            o.table[i] = Some(entry);
         }
     });
     Ok(())
@@ -494,4 +540,52 @@ pub(crate) fn detach(vm: &mut Vlib, idx: SwIfIndex) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// With workers, every thread's tx entry holds that thread's own row of the interface's
+    /// counters (`attach` makes the entry on each thread): a row of another thread would
+    /// count there, racing that thread's adds, with every test's totals still right.
+    #[test]
+    fn each_thread_entry_holds_its_own_counters_row() {
+        let (mut vm, _cli) = crate::testing::configured(
+            &[],
+            2,
+            64,
+            &["create loopback interface", "create loopback interface"],
+        );
+        let n = vm.n_threads();
+        assert_eq!(n, 3, "main and 2 workers");
+        let out = vm.registry.find(NAME).expect("interface-output");
+        for name in ["loop0", "loop1"] {
+            let sw = vm.ext_mut::<crate::Interfaces>().find(name).expect(name).0;
+            let counters = vm
+                .ext_mut::<crate::Interfaces>()
+                .counter_table
+                .get(sw)
+                .expect("counters")
+                .clone();
+            // (thread, the entry's row is `counters.row(thread)`) from each thread.
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let (c, s) = (counters.clone(), seen.clone());
+            vm.foreach_thread(move |tg| {
+                let t = tg.thread();
+                let o = tg.node_mut::<InterfaceOutput>(out).expect("node");
+                let entry = o.table.get(sw as usize).and_then(Option::as_ref);
+                let own = match (entry.and_then(TxEntry::row), c.row(t)) {
+                    (Some(r), Some(want)) => std::ptr::eq(r, want),
+                    _ => false,
+                };
+                s.lock().expect("lock").push((t, own));
+            });
+            let mut seen = seen.lock().expect("lock").clone();
+            seen.sort_unstable();
+            assert_eq!(seen, [(0, true), (1, true), (2, true)], "{name}");
+        }
+        vm.stop_workers();
+    }
 }

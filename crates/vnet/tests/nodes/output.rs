@@ -1,6 +1,5 @@
 //! `interface-output`: per-interface tx counting by runs, the whole-frame path (a frame that
-//! is one run to the interface the last frame ended with goes on whole) and the carry-over
-//! of that interface from frame to frame (`last_tx`).
+//! is one run, to its first packet's interface, goes on whole) and a new run at every packet.
 
 use super::gso::{aggregate, tcp4_aggregate};
 use super::*;
@@ -40,8 +39,7 @@ fn interface_output_counts_whole_frames_mixed_frames_and_down_interfaces() {
     let len = f.len() as u64;
     let to = |t: &mut NodeTest, sw: u32| t.packet(&f, |h| h.tx_if = sw);
 
-    // A first frame to A: it starts with no run (per-packet path) and leaves A as the run
-    // the next frame starts with.
+    // A first frame to A.
     let p = to(&mut t, a);
     t.inject(&[p]);
     assert_eq!(tx(&mut t, a), (1, len, 0));
@@ -75,8 +73,7 @@ fn interface_output_counts_whole_frames_mixed_frames_and_down_interfaces() {
     t.assert_counters(&[]);
     t.clear();
 
-    // A admin-down; frame 3 to A (the interface the last frame ended with): dropped, tx
-    // unchanged.
+    // A admin-down; frame 3 to A: dropped, tx unchanged.
     t.cli("set interface state loop0 down");
     let frame = [to(&mut t, a), to(&mut t, a)];
     t.inject(&frame);
@@ -90,5 +87,63 @@ fn interface_output_counts_whole_frames_mixed_frames_and_down_interfaces() {
     );
     t.assert_counters(&[("interface_down", 2)]);
     assert_eq!(tx(&mut t, a), (10, 10 * len + 4, 2));
+    t.assert_no_leaks();
+}
+
+#[test]
+fn interface_output_counts_a_new_run_at_every_packet() {
+    // Packets alternating between interfaces of two drivers (many tunnels: every packet
+    // another interface): each packet ends a run and starts one in the frame loop, goes to
+    // its own interface's tx node and is counted there with its own length; a down
+    // interface's packet between them is dropped and ends no run. A loopback and a pg
+    // interface, so a run that kept the last run's next arc sends to the wrong tx node.
+    let (mut t, a) = setup("interface-output");
+    t.cli(
+        "create packet-generator interface pg0
+         set interface state pg0 up
+         create loopback interface",
+    );
+    let b = t.sw_if("pg0");
+    let down = t.sw_if("loop1");
+    t.capture("loop-tx");
+    t.capture("pg-tx");
+    let short = udp4("10.0.0.1", "10.0.0.2");
+    let mut long = short.clone();
+    long.extend_from_slice(&[0; 100]);
+    let (ls, ll) = (short.len() as u64, long.len() as u64);
+    let at = |t: &NodeTest, node: &str| -> Vec<(u32, usize)> {
+        t.arc(node)
+            .iter()
+            .map(|c| (c.hdr.tx_if, c.data.len()))
+            .collect()
+    };
+    let (s, l) = (short.len(), long.len());
+    let frame = [
+        t.packet(&short, |h| h.tx_if = a),
+        t.packet(&long, |h| h.tx_if = b),
+        t.packet(&short, |h| h.tx_if = a),
+        t.packet(&long, |h| h.tx_if = b),
+        t.packet(&long, |h| h.tx_if = down),
+        t.packet(&long, |h| h.tx_if = b),
+        t.packet(&short, |h| h.tx_if = a),
+    ];
+    t.inject(&frame);
+    assert_eq!(at(&t, "loop-tx"), [(a, s), (a, s), (a, s)]);
+    assert_eq!(at(&t, "pg-tx"), [(b, l), (b, l), (b, l)]);
+    assert_eq!(tx(&mut t, a), (3, 3 * ls, 0));
+    assert_eq!(tx(&mut t, b), (3, 3 * ll, 0));
+    assert_eq!(tx(&mut t, down), (0, 0, 1));
+    t.assert_counters(&[("interface_down", 1)]);
+    t.clear();
+    // The next frame: pg0, then loop0.
+    let frame = [
+        t.packet(&long, |h| h.tx_if = b),
+        t.packet(&short, |h| h.tx_if = a),
+    ];
+    t.inject(&frame);
+    assert_eq!(at(&t, "pg-tx"), [(b, l)]);
+    assert_eq!(at(&t, "loop-tx"), [(a, s)]);
+    assert_eq!(tx(&mut t, a), (4, 4 * ls, 0));
+    assert_eq!(tx(&mut t, b), (4, 4 * ll, 0));
     t.assert_no_leaks();
 }
