@@ -967,7 +967,10 @@ impl SessionQueue {
         now: std::time::Instant,
     ) -> bool {
         let SessionMain {
-            apps, workers, cfg, ..
+            apps,
+            workers,
+            params,
+            ..
         } = sm;
         // `sid` came from this thread's queue: its session lives here.
         let w = &mut workers[self.thread];
@@ -996,7 +999,7 @@ impl SessionQueue {
         let (tx_used, rx_free) = match &fifos {
             Some((rx, tx)) => (tx.used().unwrap_or(0), rx.free_bytes()),
             // In the handshake: the FIFO the connection will get.
-            None => (0, cfg.fifo_size),
+            None => (0, params.cfg.fifo_size),
         };
         let tx = fifos.as_ref().map(|f| &f.1);
         let mut ok = true;
@@ -1313,7 +1316,7 @@ impl NodeFn for SessionQueue {
                 break; // out of buffers: the session stays first, retried next call
             }
         }
-        if sm.tcp_count > 0 || !sm.workers[0].ctl_out.is_empty() {
+        if sm.tcp_count() > 0 || !sm.workers[0].ctl_out.is_empty() {
             self.tcp(cx, &mut sm);
         }
         // Nothing left: the applications are told to signal our eventfd only when the
