@@ -358,7 +358,8 @@ impl InputScratch {
 
 /// The thread that owns the flow of the packet at its IP header `d` among `n` threads
 /// ([`flow_owner`]; the ports are the first 4 bytes of UDP and TCP alike). None when the
-/// headers cannot be read: the packet stays where it is and is dropped there, counted.
+/// headers cannot be read (the caller reads a chain whole first): the packet stays where
+/// it is and is dropped there, counted, by its parse, before any table is looked at.
 #[inline]
 fn packet_owner<const V6: bool>(d: &[u8], n: usize) -> Option<usize> {
     let (src, dst, off) = ip_addrs::<V6>(d).ok()?;
@@ -391,9 +392,21 @@ fn hand_to_owners<const V6: bool, C: CounterId>(
     s.mine.clear();
     s.away.resize_with(n, Vec::new);
     for &bi in frame {
-        // SAFETY: the frame's buffers are owned by this node; one short-lived view.
-        let b = unsafe { cx.buffer(bi) };
-        match packet_owner::<V6>(b.data(), n) {
+        let (mut owner, chained) = {
+            // SAFETY: the frame's buffers are owned by this node; one short-lived view.
+            let b = unsafe { cx.buffer(bi) };
+            let chained = b.hdr.flags & flags::NEXT_PRESENT != 0;
+            (packet_owner::<V6>(b.data(), n), chained)
+        };
+        // A chain cut inside its headers (the ports not in the first buffer) is read
+        // whole: parsed here it would reach the tables of the thread that received it,
+        // not of the flow's owner.
+        if owner.is_none() && chained {
+            s.chain.clear();
+            cx.bufs().copy_chain(bi, &mut s.chain, MAX_CHAIN_READ);
+            owner = packet_owner::<V6>(&s.chain, n);
+        }
+        match owner {
             Some(t) if t != thread => s.away[t].push(bi),
             _ => s.mine.push(bi),
         }
@@ -1791,6 +1804,39 @@ mod tests {
         // Thread 0 takes (and drops, as short) the ones it owns.
         while h.vm.run_main_once() > 0 {}
         h.assert_counters(&[("handoff", 7), ("short", 12)]);
+        h.vm.stop_workers();
+        h.assert_no_leaks();
+    }
+
+    /// A segment in a chain cut inside its headers (its ports in the second buffer) that
+    /// arrives on the worker is handed to the owner of its flow after the chain is read,
+    /// not parsed on the worker (which, with per-thread tables, would look in the wrong
+    /// thread's table).
+    #[test]
+    fn a_chain_cut_in_its_headers_is_handed_to_its_owner() {
+        let mut h = two_threads(1024);
+        let bufs: Vec<BufIdx> = ports_owned_by(0, 2)
+            .take(5)
+            .map(|p| {
+                let seg = cut_segment(p, 80);
+                let head = h.packet(&seg[..20], |_| {});
+                let tail = h.packet(&seg[20..], |_| {});
+                h.vm.main.bufs().chain_append(head, tail);
+                head
+            })
+            .collect();
+        let done = |h: &Harness| h.counter("handoff") + h.counter("short");
+        let (mut sent, t0) = (0, std::time::Instant::now());
+        while sent < bufs.len() || done(&h) < bufs.len() as u64 {
+            sent += h.vm.shared.handoff_enqueue(0, 1, &bufs[sent..], h.node);
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        h.assert_counters(&[("handoff", 5), ("short", 0)]);
+        // Thread 0 takes them (and drops them, as short).
+        while h.vm.run_main_once() > 0 {}
+        h.assert_counters(&[("handoff", 5), ("short", 5)]);
         h.vm.stop_workers();
         h.assert_no_leaks();
     }
