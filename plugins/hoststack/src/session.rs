@@ -1840,6 +1840,21 @@ impl SessionMain {
 
     /// Frees what is left of application `a` (its segment, eventfds).
     pub(crate) fn reap_app(&mut self, a: u32) {
+        // The per-thread counts thread 0 reads instead of the tables must not drift: every
+        // test that reaps an application checks them against the tables here.
+        if cfg!(debug_assertions) {
+            if let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) {
+                let counted: Vec<u32> = (0..self.workers.len())
+                    .map(|t| app.sess_on.get(t).copied().unwrap_or(0))
+                    .collect();
+                let held: Vec<u32> = self
+                    .workers
+                    .iter()
+                    .map(|w| w.sessions.iter().flatten().filter(|s| s.app == a).count() as u32)
+                    .collect();
+                debug_assert_eq!(counted, held, "application {a}'s sessions per thread");
+            }
+        }
         if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.take()) {
             self.evq_retry.retain(|r| r.app != a);
             for (t, e) in app.sluice_efds.into_iter().enumerate() {

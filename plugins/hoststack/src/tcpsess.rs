@@ -1187,10 +1187,21 @@ mod tests {
             assert_eq!(w.tcp_stats.connected, 1, "counted on its owner");
         }
         assert_eq!(sm.tcp_stats().connected, 2, "summed");
+        let freed = sm.sess(active[0]).unwrap().slot;
+        assert!(sm.apps[0].as_ref().unwrap().slot_tcp(freed));
         for sid in active {
             sm.tcp_abort(sid);
             check(&sm);
         }
+        // A UDP session takes the first freed slot: its TCP flag is gone with the TCP
+        // session (else thread 0 would forward the UDP session's close to a worker).
+        let udp2 = sm
+            .bind(0, "10.0.0.1:54".parse().unwrap(), &locals, &mut Vec::new())
+            .unwrap();
+        assert_eq!(sm.sess(udp2).unwrap().slot, freed, "the freed slot reused");
+        assert!(!sm.apps[0].as_ref().unwrap().slot_tcp(freed));
+        check(&sm);
+        sm.close(udp2, &mut Vec::new());
         sm.tcp_close(lsid);
         sm.close(udp, &mut Vec::new());
         check(&sm);
