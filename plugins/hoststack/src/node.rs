@@ -1726,9 +1726,13 @@ mod tests {
 
     /// A main thread and one worker, `tcp4-input` under test.
     fn two_threads(buffers: u32) -> Harness {
+        two_threads_on(&Arc::new(Mutex::new(SessionMain::default())), buffers)
+    }
+
+    /// [`two_threads`] on the session layer `shared`.
+    fn two_threads_on(shared: &Shared, buffers: u32) -> Harness {
         use sluice_graph::{CpuConfig, Vlib};
-        let shared: Shared = Arc::new(Mutex::new(SessionMain::default()));
-        let g = graph(&shared);
+        let g = graph(shared);
         let cpu = CpuConfig {
             main_core: None,
             workers: vec![None],
@@ -1837,6 +1841,64 @@ mod tests {
         // Thread 0 takes them (and drops them, as short).
         while h.vm.run_main_once() > 0 {}
         h.assert_counters(&[("handoff", 5), ("short", 5)]);
+        h.vm.stop_workers();
+        h.assert_no_leaks();
+    }
+
+    /// A whole SYN in a chain cut after its IP header, arriving on the worker, for a
+    /// listener on thread 0 and a flow thread 0 owns: handed to thread 0 untouched (no
+    /// session, no SYN-ACK before thread 0 runs), where it opens the half-open connection
+    /// and queues its SYN-ACK on thread 0, none on the worker.
+    #[test]
+    fn a_chained_syn_is_answered_by_its_flows_owner() {
+        use crate::session::handle_thread;
+        let (mut sm, _peer) = crate::session::tests::with_app_on(2);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let lsid = sm
+            .tcp_listen(0, l, 64, &crate::session::tests::locals())
+            .unwrap();
+        let shared: Shared = Arc::new(Mutex::new(sm));
+        let mut h = two_threads_on(&shared, 1024);
+        let sport = ports_owned_by(0, 2).next().unwrap();
+        let mut syn = cut_segment(sport, 80);
+        syn.resize(40, 0);
+        syn[2..4].copy_from_slice(&40u16.to_be_bytes());
+        syn[24..28].copy_from_slice(&777u32.to_be_bytes()); // seq
+        syn[32] = 5 << 4; // data offset: 20 bytes
+        syn[33] = 0x02; // SYN
+        syn[34..36].copy_from_slice(&65535u16.to_be_bytes());
+        let head = h.packet(&syn[..20], |m| m.flags |= flags::L4_CHECKSUM_CORRECT);
+        let tail = h.packet(&syn[20..], |_| {});
+        h.vm.main.bufs().chain_append(head, tail);
+        let done = |h: &Harness| h.counter("handoff") + h.counter("segments");
+        let (mut sent, t0) = (0, std::time::Instant::now());
+        while sent < 1 || done(&h) < 1 {
+            sent += h.vm.shared.handoff_enqueue(0, 1, &[head][sent..], h.node);
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        h.assert_counters(&[("handoff", 1), ("segments", 0)]);
+        {
+            let sm = lock(&shared);
+            assert_eq!(sm.iter().count(), 1, "the worker opened nothing");
+            assert!(sm.workers.iter().all(|w| w.tcp_out.is_empty()));
+        }
+        while h.vm.run_main_once() > 0 {}
+        h.assert_counters(&[("handoff", 1), ("segments", 1)]);
+        {
+            let sm = lock(&shared);
+            let r = SocketAddr::new("10.0.0.2".parse().unwrap(), sport);
+            let sid = sm.workers[0].tcp_conns[&(l, r)];
+            assert_eq!(handle_thread(sid), 0);
+            assert_ne!(sid, lsid);
+            assert_eq!(
+                sm.workers[0].tcp_out,
+                [sid],
+                "the SYN-ACK queued on thread 0"
+            );
+            assert!(sm.workers[1].tcp_out.is_empty(), "none on the worker");
+        }
         h.vm.stop_workers();
         h.assert_no_leaks();
     }
