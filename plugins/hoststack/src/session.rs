@@ -56,9 +56,10 @@ impl Default for Config {
 
 /// What every session thread reads and only thread 0's control path changes: the
 /// configuration, Sluice's interface addresses and the key of ISNs and SYN cookies.
-/// Thread 0 replaces it whole ([`SessionMain::set_cfg`], the control poll's address
-/// refresh: `Arc::make_mut`, a copy when another thread holds the old one), so a thread
-/// holding an `Arc` of it reads one consistent set with no session lock.
+/// Thread 0 changes it through `Arc::make_mut` ([`SessionMain::set_cfg`], the control
+/// poll's address refresh): in place while no one else holds the `Arc`, on a fresh copy
+/// while another holder has it, so a thread holding an `Arc` of it reads one consistent
+/// set with no session lock (the holder keeps the old set until it takes the new `Arc`).
 #[derive(Debug, Clone)]
 pub struct Params {
     /// Configuration.
@@ -251,12 +252,17 @@ pub struct AppConn {
     pub gens: Vec<u32>,
     /// slot → whether its session is TCP (a listener or a connection), set when a TCP
     /// session takes the slot: thread 0 decides where a request on the slot goes
-    /// ([`SessionMain::owner_elsewhere`]) without reading the owner's table.
+    /// ([`SessionMain::owner_elsewhere`]) without reading the owner's table. Written by
+    /// the accepting thread (`SessionMain::tcp_accept` runs on the connection's owner):
+    /// safe under the one session mutex; with the lock split it must be atomic (set before
+    /// the accept event is published) or live in the shared part behind its lock.
     pub tcp: Vec<bool>,
     /// thread → how many of the application's sessions live in that thread's table
     /// (kept by [`SessionMain::alloc_sess`] and [`SessionMain::take_sess`]): whether a
     /// dead application still has sessions, and on which threads, without reading the
-    /// tables.
+    /// tables. Each entry is written by the thread filing or freeing the session (a
+    /// worker for its own connections), not only by thread 0: with the lock split they
+    /// must become per-thread atomics or move into the shared part behind its lock.
     pub sess_on: Vec<u32>,
     /// Which attach this is (1, 2, ... over the session layer's life: its index is
     /// reused). A reply held for an application, or a request forwarded for it, names
