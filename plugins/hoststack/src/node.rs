@@ -11,8 +11,8 @@
 //! - sets: `error` on drops.
 //! - next: `error-drop` (0) for every drop; delivered buffers are freed here.
 //! - counters: `delivered` (info: queued to an application), `no_listener` (no session
-//!   for the address/port), `bad_checksum`, `short` (truncated IP/UDP header or UDP length
-//!   beyond the packet), `fragment` (IPv4 fragments: no reassembly yet), `chained`
+//!   for the address/port), `bad_checksum`, `short` (truncated IP/UDP header, IPv6
+//!   extension headers included, or UDP length beyond the packet), `fragment` (IPv4 fragments: no reassembly yet), `chained`
 //!   (a UDP GSO aggregate: several datagrams, not cut here; a datagram in a buffer chain is
 //!   read whole), `fifo_full` (the application does
 //!   not read fast enough), `bad_header` (IPv6 extension header chain malformed),
@@ -69,7 +69,7 @@
 //! - next: `error-drop` (0).
 //! - counters: `segments` (info: taken by a connection or listener), `no_listener` (no
 //!   connection or listener: a RST is sent unless it was one), `bad_checksum`, `short`
-//!   (truncated IP/TCP header), `bad_offset` (data offset below 5 words or past the
+//!   (truncated IP/TCP header, IPv6 extension headers included), `bad_offset` (data offset below 5 words or past the
 //!   segment), `fragment`, `syn_backlog_full` (SYN dropped: the listener's
 //!   handshake backlog is full and SYN cookies are off), `bad_header` (malformed IPv6
 //!   extension headers), `handoff` (info), `congestion_drop` (as for UDP).
@@ -91,6 +91,7 @@ use sluice_wire::checksum;
 use sluice_wire::ipv6::Ipv6Packet;
 use sluice_wire::tcp::{TcpOption, TcpPacket, TcpRepr};
 use sluice_wire::udp::UdpPacket;
+use sluice_wire::WireError;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -244,7 +245,12 @@ fn parse_ip<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, &[u8]), IpErr> 
 fn ip_addrs<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, usize), IpErr> {
     if V6 {
         let p = Ipv6Packet::new_checked(d).map_err(|_| IpErr::Short)?;
-        let (_, off) = p.walk_extensions().map_err(|_| IpErr::BadHeader)?;
+        // Extension headers cut by the end of the data are short (a chain's first buffer
+        // can end inside them), not malformed.
+        let (_, off) = p.walk_extensions().map_err(|e| match e {
+            WireError::Truncated => IpErr::Short,
+            _ => IpErr::BadHeader,
+        })?;
         let a = |o: usize| -> IpAddr {
             let mut b = [0u8; 16];
             b.copy_from_slice(&d[o..o + 16]);
@@ -361,12 +367,12 @@ impl InputScratch {
 /// headers cannot be read (the caller reads a chain whole first): the packet stays where
 /// it is and is dropped there, counted, by its parse, before any table is looked at.
 #[inline]
-fn packet_owner<const V6: bool>(d: &[u8], n: usize) -> Option<usize> {
-    let (src, dst, off) = ip_addrs::<V6>(d).ok()?;
-    let p = d.get(off..off + 4)?;
+fn packet_owner<const V6: bool>(d: &[u8], n: usize) -> Result<usize, IpErr> {
+    let (src, dst, off) = ip_addrs::<V6>(d)?;
+    let p = d.get(off..off + 4).ok_or(IpErr::Short)?;
     let sport = u16::from_be_bytes([p[0], p[1]]);
     let dport = u16::from_be_bytes([p[2], p[3]]);
-    Some(flow_owner(
+    Ok(flow_owner(
         SocketAddr::new(dst, dport),
         SocketAddr::new(src, sport),
         n,
@@ -400,14 +406,15 @@ fn hand_to_owners<const V6: bool, C: CounterId>(
         };
         // A chain cut inside its headers (the ports not in the first buffer) is read
         // whole: parsed here it would reach the tables of the thread that received it,
-        // not of the flow's owner.
-        if owner.is_none() && chained {
+        // not of the flow's owner. Only then: a fragment or malformed IPv6 extension
+        // headers stay what they are whole (no copy of up to 64 KiB for them).
+        if owner == Err(IpErr::Short) && chained {
             s.chain.clear();
             cx.bufs().copy_chain(bi, &mut s.chain, MAX_CHAIN_READ);
             owner = packet_owner::<V6>(&s.chain, n);
         }
         match owner {
-            Some(t) if t != thread => s.away[t].push(bi),
+            Ok(t) if t != thread => s.away[t].push(bi),
             _ => s.mine.push(bi),
         }
     }
@@ -1695,6 +1702,35 @@ mod tests {
         let mut buf = [0u8; 16];
         assert_eq!(rx.pop(&mut buf).map(|h| (h.peer, h.len)), Ok((from, 2)));
         drop(sm);
+        h.assert_no_leaks();
+    }
+
+    /// IPv6 extension headers cut by the end of the packet are `short` (as a chain's first
+    /// buffer ending inside them is, which `hand_to_owners` then reads whole); malformed
+    /// ones stay `bad_header`.
+    #[test]
+    fn truncated_ipv6_extension_headers_are_short() {
+        let shared: Shared = Arc::new(Mutex::new(SessionMain::default()));
+        let mut h = Harness::build(graph(&shared), TCP6_INPUT).unwrap();
+        let mut p = vec![0u8; 48];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&8u16.to_be_bytes());
+        p[6] = 0; // hop-by-hop
+        p[7] = 64;
+        p[8..24].copy_from_slice(&"2001:db8::2".parse::<Ipv6Addr>().unwrap().octets());
+        p[24..40].copy_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
+        p[40] = 6; // then TCP
+        p[41] = 2; // 24 bytes long: 16 past the packet
+        h.run(&[p.clone()]);
+        h.assert_counters(&[("short", 1)]);
+        // A second hop-by-hop header is malformed whatever follows.
+        p[41] = 0;
+        p[40] = 0;
+        p[4..6].copy_from_slice(&16u16.to_be_bytes());
+        p.resize(56, 0);
+        p[48] = 6;
+        h.run(&[p]);
+        h.assert_counters(&[("short", 1), ("bad_header", 1)]);
         h.assert_no_leaks();
     }
 
