@@ -219,7 +219,7 @@ impl Plugin for HoststackPlugin {
         let poster = vm.main_poster();
         {
             let mut g = session_lock(&sm);
-            g.cfg = cfg;
+            g.set_cfg(cfg);
             g.poster = Some(poster.clone());
         }
         if let Some(p) = vm.registry.find(PROCESS) {
@@ -395,7 +395,7 @@ pub fn poll_control(vm: &mut Vlib) {
 /// layer holds its connections' segments from now on (`tcp_applied` cleared before the
 /// unregistration): a connection made before the next registration waits for it.
 fn tcp_wanted(g: &mut SessionMain) -> bool {
-    let tcp = g.tcp_count > 0;
+    let tcp = g.tcp_count() > 0;
     if !tcp {
         g.set_tcp_applied(false);
     }
@@ -497,7 +497,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     if !sm.enabled() {
         return Ok("session layer is disabled\n".into());
     }
-    let _ = writeln!(o, "app socket {}", sm.cfg.app_socket);
+    let _ = writeln!(o, "app socket {}", sm.cfg().app_socket);
     let mut thread = usize::MAX;
     for (sid, s) in sm.iter() {
         let t = session::handle_thread(sid);
@@ -551,7 +551,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         thread_header(&mut o, &sm, u);
     }
     if verbose {
-        let t = sm.tcp_stats;
+        let t = sm.tcp_stats();
         let _ = writeln!(
             o,
             "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} TIME-WAIT ended by RST, {} SYNs dropped (backlog full), {} SYNs dropped (session table full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",

@@ -11,8 +11,8 @@
 //! - sets: `error` on drops.
 //! - next: `error-drop` (0) for every drop; delivered buffers are freed here.
 //! - counters: `delivered` (info: queued to an application), `no_listener` (no session
-//!   for the address/port), `bad_checksum`, `short` (truncated IP/UDP header or UDP length
-//!   beyond the packet), `fragment` (IPv4 fragments: no reassembly yet), `chained`
+//!   for the address/port), `bad_checksum`, `short` (truncated IP/UDP header, IPv6
+//!   extension headers included, or UDP length beyond the packet), `fragment` (IPv4 fragments: no reassembly yet), `chained`
 //!   (a UDP GSO aggregate: several datagrams, not cut here; a datagram in a buffer chain is
 //!   read whole), `fifo_full` (the application does
 //!   not read fast enough), `bad_header` (IPv6 extension header chain malformed),
@@ -69,7 +69,7 @@
 //! - next: `error-drop` (0).
 //! - counters: `segments` (info: taken by a connection or listener), `no_listener` (no
 //!   connection or listener: a RST is sent unless it was one), `bad_checksum`, `short`
-//!   (truncated IP/TCP header), `bad_offset` (data offset below 5 words or past the
+//!   (truncated IP/TCP header, IPv6 extension headers included), `bad_offset` (data offset below 5 words or past the
 //!   segment), `fragment`, `syn_backlog_full` (SYN dropped: the listener's
 //!   handshake backlog is full and SYN cookies are off), `bad_header` (malformed IPv6
 //!   extension headers), `handoff` (info), `congestion_drop` (as for UDP).
@@ -91,6 +91,7 @@ use sluice_wire::checksum;
 use sluice_wire::ipv6::Ipv6Packet;
 use sluice_wire::tcp::{TcpOption, TcpPacket, TcpRepr};
 use sluice_wire::udp::UdpPacket;
+use sluice_wire::WireError;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -244,7 +245,12 @@ fn parse_ip<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, &[u8]), IpErr> 
 fn ip_addrs<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, usize), IpErr> {
     if V6 {
         let p = Ipv6Packet::new_checked(d).map_err(|_| IpErr::Short)?;
-        let (_, off) = p.walk_extensions().map_err(|_| IpErr::BadHeader)?;
+        // Extension headers cut by the end of the data are short (a chain's first buffer
+        // can end inside them), not malformed.
+        let (_, off) = p.walk_extensions().map_err(|e| match e {
+            WireError::Truncated => IpErr::Short,
+            _ => IpErr::BadHeader,
+        })?;
         let a = |o: usize| -> IpAddr {
             let mut b = [0u8; 16];
             b.copy_from_slice(&d[o..o + 16]);
@@ -358,14 +364,15 @@ impl InputScratch {
 
 /// The thread that owns the flow of the packet at its IP header `d` among `n` threads
 /// ([`flow_owner`]; the ports are the first 4 bytes of UDP and TCP alike). None when the
-/// headers cannot be read: the packet stays where it is and is dropped there, counted.
+/// headers cannot be read (the caller reads a chain whole first): the packet stays where
+/// it is and is dropped there, counted, by its parse, before any table is looked at.
 #[inline]
-fn packet_owner<const V6: bool>(d: &[u8], n: usize) -> Option<usize> {
-    let (src, dst, off) = ip_addrs::<V6>(d).ok()?;
-    let p = d.get(off..off + 4)?;
+fn packet_owner<const V6: bool>(d: &[u8], n: usize) -> Result<usize, IpErr> {
+    let (src, dst, off) = ip_addrs::<V6>(d)?;
+    let p = d.get(off..off + 4).ok_or(IpErr::Short)?;
     let sport = u16::from_be_bytes([p[0], p[1]]);
     let dport = u16::from_be_bytes([p[2], p[3]]);
-    Some(flow_owner(
+    Ok(flow_owner(
         SocketAddr::new(dst, dport),
         SocketAddr::new(src, sport),
         n,
@@ -391,10 +398,23 @@ fn hand_to_owners<const V6: bool, C: CounterId>(
     s.mine.clear();
     s.away.resize_with(n, Vec::new);
     for &bi in frame {
-        // SAFETY: the frame's buffers are owned by this node; one short-lived view.
-        let b = unsafe { cx.buffer(bi) };
-        match packet_owner::<V6>(b.data(), n) {
-            Some(t) if t != thread => s.away[t].push(bi),
+        let (mut owner, chained) = {
+            // SAFETY: the frame's buffers are owned by this node; one short-lived view.
+            let b = unsafe { cx.buffer(bi) };
+            let chained = b.hdr.flags & flags::NEXT_PRESENT != 0;
+            (packet_owner::<V6>(b.data(), n), chained)
+        };
+        // A chain cut inside its headers (the ports not in the first buffer) is read
+        // whole: parsed here it would reach the tables of the thread that received it,
+        // not of the flow's owner. Only then: a fragment or malformed IPv6 extension
+        // headers stay what they are whole (no copy of up to 64 KiB for them).
+        if owner == Err(IpErr::Short) && chained {
+            s.chain.clear();
+            cx.bufs().copy_chain(bi, &mut s.chain, MAX_CHAIN_READ);
+            owner = packet_owner::<V6>(&s.chain, n);
+        }
+        match owner {
+            Ok(t) if t != thread => s.away[t].push(bi),
             _ => s.mine.push(bi),
         }
     }
@@ -967,7 +987,10 @@ impl SessionQueue {
         now: std::time::Instant,
     ) -> bool {
         let SessionMain {
-            apps, workers, cfg, ..
+            apps,
+            workers,
+            params,
+            ..
         } = sm;
         // `sid` came from this thread's queue: its session lives here.
         let w = &mut workers[self.thread];
@@ -996,7 +1019,7 @@ impl SessionQueue {
         let (tx_used, rx_free) = match &fifos {
             Some((rx, tx)) => (tx.used().unwrap_or(0), rx.free_bytes()),
             // In the handshake: the FIFO the connection will get.
-            None => (0, cfg.fifo_size),
+            None => (0, params.cfg.fifo_size),
         };
         let tx = fifos.as_ref().map(|f| &f.1);
         let mut ok = true;
@@ -1313,7 +1336,7 @@ impl NodeFn for SessionQueue {
                 break; // out of buffers: the session stays first, retried next call
             }
         }
-        if sm.tcp_count > 0 || !sm.workers[0].ctl_out.is_empty() {
+        if sm.tcp_count() > 0 || !sm.workers[0].ctl_out.is_empty() {
             self.tcp(cx, &mut sm);
         }
         // Nothing left: the applications are told to signal our eventfd only when the
@@ -1682,6 +1705,35 @@ mod tests {
         h.assert_no_leaks();
     }
 
+    /// IPv6 extension headers cut by the end of the packet are `short` (as a chain's first
+    /// buffer ending inside them is, which `hand_to_owners` then reads whole); malformed
+    /// ones stay `bad_header`.
+    #[test]
+    fn truncated_ipv6_extension_headers_are_short() {
+        let shared: Shared = Arc::new(Mutex::new(SessionMain::default()));
+        let mut h = Harness::build(graph(&shared), TCP6_INPUT).unwrap();
+        let mut p = vec![0u8; 48];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&8u16.to_be_bytes());
+        p[6] = 0; // hop-by-hop
+        p[7] = 64;
+        p[8..24].copy_from_slice(&"2001:db8::2".parse::<Ipv6Addr>().unwrap().octets());
+        p[24..40].copy_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
+        p[40] = 6; // then TCP
+        p[41] = 2; // 24 bytes long: 16 past the packet
+        h.run(&[p.clone()]);
+        h.assert_counters(&[("short", 1)]);
+        // A second hop-by-hop header is malformed whatever follows.
+        p[41] = 0;
+        p[40] = 0;
+        p[4..6].copy_from_slice(&16u16.to_be_bytes());
+        p.resize(56, 0);
+        p[48] = 6;
+        h.run(&[p]);
+        h.assert_counters(&[("short", 1), ("bad_header", 1)]);
+        h.assert_no_leaks();
+    }
+
     /// An IPv4 TCP segment from 10.0.0.2:`sport` to 10.0.0.1:`dport` cut after the ports
     /// (`tcp4-input` drops it as `short` on the thread that owns its flow).
     fn cut_segment(sport: u16, dport: u16) -> Vec<u8> {
@@ -1710,9 +1762,13 @@ mod tests {
 
     /// A main thread and one worker, `tcp4-input` under test.
     fn two_threads(buffers: u32) -> Harness {
+        two_threads_on(&Arc::new(Mutex::new(SessionMain::default())), buffers)
+    }
+
+    /// [`two_threads`] on the session layer `shared`.
+    fn two_threads_on(shared: &Shared, buffers: u32) -> Harness {
         use sluice_graph::{CpuConfig, Vlib};
-        let shared: Shared = Arc::new(Mutex::new(SessionMain::default()));
-        let g = graph(&shared);
+        let g = graph(shared);
         let cpu = CpuConfig {
             main_core: None,
             workers: vec![None],
@@ -1788,6 +1844,97 @@ mod tests {
         // Thread 0 takes (and drops, as short) the ones it owns.
         while h.vm.run_main_once() > 0 {}
         h.assert_counters(&[("handoff", 7), ("short", 12)]);
+        h.vm.stop_workers();
+        h.assert_no_leaks();
+    }
+
+    /// A segment in a chain cut inside its headers (its ports in the second buffer) that
+    /// arrives on the worker is handed to the owner of its flow after the chain is read,
+    /// not parsed on the worker (which, with per-thread tables, would look in the wrong
+    /// thread's table).
+    #[test]
+    fn a_chain_cut_in_its_headers_is_handed_to_its_owner() {
+        let mut h = two_threads(1024);
+        let bufs: Vec<BufIdx> = ports_owned_by(0, 2)
+            .take(5)
+            .map(|p| {
+                let seg = cut_segment(p, 80);
+                let head = h.packet(&seg[..20], |_| {});
+                let tail = h.packet(&seg[20..], |_| {});
+                h.vm.main.bufs().chain_append(head, tail);
+                head
+            })
+            .collect();
+        let done = |h: &Harness| h.counter("handoff") + h.counter("short");
+        let (mut sent, t0) = (0, std::time::Instant::now());
+        while sent < bufs.len() || done(&h) < bufs.len() as u64 {
+            sent += h.vm.shared.handoff_enqueue(0, 1, &bufs[sent..], h.node);
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        h.assert_counters(&[("handoff", 5), ("short", 0)]);
+        // Thread 0 takes them (and drops them, as short).
+        while h.vm.run_main_once() > 0 {}
+        h.assert_counters(&[("handoff", 5), ("short", 5)]);
+        h.vm.stop_workers();
+        h.assert_no_leaks();
+    }
+
+    /// A whole SYN in a chain cut after its IP header, arriving on the worker, for a
+    /// listener on thread 0 and a flow thread 0 owns: handed to thread 0 untouched (no
+    /// session, no SYN-ACK before thread 0 runs), where it opens the half-open connection
+    /// and queues its SYN-ACK on thread 0, none on the worker.
+    #[test]
+    fn a_chained_syn_is_answered_by_its_flows_owner() {
+        use crate::session::handle_thread;
+        let (mut sm, _peer) = crate::session::tests::with_app_on(2);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let lsid = sm
+            .tcp_listen(0, l, 64, &crate::session::tests::locals())
+            .unwrap();
+        let shared: Shared = Arc::new(Mutex::new(sm));
+        let mut h = two_threads_on(&shared, 1024);
+        let sport = ports_owned_by(0, 2).next().unwrap();
+        let mut syn = cut_segment(sport, 80);
+        syn.resize(40, 0);
+        syn[2..4].copy_from_slice(&40u16.to_be_bytes());
+        syn[24..28].copy_from_slice(&777u32.to_be_bytes()); // seq
+        syn[32] = 5 << 4; // data offset: 20 bytes
+        syn[33] = 0x02; // SYN
+        syn[34..36].copy_from_slice(&65535u16.to_be_bytes());
+        let head = h.packet(&syn[..20], |m| m.flags |= flags::L4_CHECKSUM_CORRECT);
+        let tail = h.packet(&syn[20..], |_| {});
+        h.vm.main.bufs().chain_append(head, tail);
+        let done = |h: &Harness| h.counter("handoff") + h.counter("segments");
+        let (mut sent, t0) = (0, std::time::Instant::now());
+        while sent < 1 || done(&h) < 1 {
+            sent += h.vm.shared.handoff_enqueue(0, 1, &[head][sent..], h.node);
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        h.assert_counters(&[("handoff", 1), ("segments", 0)]);
+        {
+            let sm = lock(&shared);
+            assert_eq!(sm.iter().count(), 1, "the worker opened nothing");
+            assert!(sm.workers.iter().all(|w| w.tcp_out.is_empty()));
+        }
+        while h.vm.run_main_once() > 0 {}
+        h.assert_counters(&[("handoff", 1), ("segments", 1)]);
+        {
+            let sm = lock(&shared);
+            let r = SocketAddr::new("10.0.0.2".parse().unwrap(), sport);
+            let sid = sm.workers[0].tcp_conns[&(l, r)];
+            assert_eq!(handle_thread(sid), 0);
+            assert_ne!(sid, lsid);
+            assert_eq!(
+                sm.workers[0].tcp_out,
+                [sid],
+                "the SYN-ACK queued on thread 0"
+            );
+            assert!(sm.workers[1].tcp_out.is_empty(), "none on the worker");
+        }
         h.vm.stop_workers();
         h.assert_no_leaks();
     }

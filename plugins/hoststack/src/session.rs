@@ -54,6 +54,35 @@ impl Default for Config {
     }
 }
 
+/// What every session thread reads and only thread 0's control path changes: the
+/// configuration, Sluice's interface addresses and the key of ISNs and SYN cookies.
+/// Thread 0 changes it through `Arc::make_mut` ([`SessionMain::set_cfg`], the control
+/// poll's address refresh): in place while no one else holds the `Arc`, on a fresh copy
+/// while another holder has it, so a thread holding an `Arc` of it reads one consistent
+/// set with no session lock (the holder keeps the old set until it takes the new `Arc`).
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Configuration.
+    pub cfg: Config,
+    /// Sluice's interface addresses and prefix lengths (refreshed by the control poll).
+    pub locals: Vec<(IpAddr, u8)>,
+    /// The secret of initial sequence numbers (RFC 6528) and SYN cookies, drawn once.
+    pub iss_key: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(0x5eed);
+        Params {
+            cfg: Config::default(),
+            locals: Vec::new(),
+            iss_key: h.finish() | 1,
+        }
+    }
+}
+
 /// Session-layer errors (the CLI prints them; an application gets the errno).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SessionError {
@@ -221,6 +250,20 @@ pub struct AppConn {
     /// thread 0 forwards to a connection's owner names the slot's generation, so that the
     /// owner never applies it to a later session of the slot ([`CtlReq`]).
     pub gens: Vec<u32>,
+    /// slot → whether its session is TCP (a listener or a connection), set when a TCP
+    /// session takes the slot: thread 0 decides where a request on the slot goes
+    /// ([`SessionMain::owner_elsewhere`]) without reading the owner's table. Written by
+    /// the accepting thread (`SessionMain::tcp_accept` runs on the connection's owner):
+    /// safe under the one session mutex; with the lock split it must be atomic (set before
+    /// the accept event is published) or live in the shared part behind its lock.
+    pub tcp: Vec<bool>,
+    /// thread → how many of the application's sessions live in that thread's table
+    /// (kept by [`SessionMain::alloc_sess`] and [`SessionMain::take_sess`]): whether a
+    /// dead application still has sessions, and on which threads, without reading the
+    /// tables. Each entry is written by the thread filing or freeing the session (a
+    /// worker for its own connections), not only by thread 0: with the lock split they
+    /// must become per-thread atomics or move into the shared part behind its lock.
+    pub sess_on: Vec<u32>,
     /// Which attach this is (1, 2, ... over the session layer's life: its index is
     /// reused). A reply held for an application, or a request forwarded for it, names
     /// it, so that neither reaches a later application given the same index.
@@ -290,6 +333,26 @@ impl AppConn {
         if let Some(n) = self.gens.get_mut(slot as usize) {
             *n = n.wrapping_add(1);
         }
+        if let Some(x) = self.tcp.get_mut(slot as usize) {
+            *x = false;
+        }
+    }
+
+    /// Whether slot `slot` holds a TCP session (see [`AppConn::tcp`]).
+    pub fn slot_tcp(&self, slot: u32) -> bool {
+        self.tcp.get(slot as usize).copied().unwrap_or(false)
+    }
+
+    /// Marks slot `slot` as holding a TCP session.
+    pub fn set_tcp(&mut self, slot: u32) {
+        if let Some(x) = self.tcp.get_mut(slot as usize) {
+            *x = true;
+        }
+    }
+
+    /// Sessions of the application on every thread.
+    pub fn sessions(&self) -> u32 {
+        self.sess_on.iter().sum()
     }
 
     /// Slot `slot`'s generation (see [`AppConn::gens`]).
@@ -359,8 +422,8 @@ type PeerTable = HashMap<(SocketAddr, SocketAddr), u32, PeerState>;
 /// The session layer.
 #[derive(Default)]
 pub struct SessionMain {
-    /// Configuration.
-    pub cfg: Config,
+    /// Configuration, interface addresses, ISN key ([`Params`]).
+    pub params: std::sync::Arc<Params>,
     listen: Option<OwnedFd>,
     /// Attached applications (index = app id).
     pub apps: Vec<Option<AppConn>>,
@@ -377,8 +440,6 @@ pub struct SessionMain {
     port_refs: Table<(bool, u16)>,
     next_eph: u16,
     unattached: Vec<(OwnedFd, std::time::Instant)>,
-    /// Sluice's interface addresses and prefix lengths (refreshed by the control poll).
-    pub locals: Vec<(IpAddr, u8)>,
     /// UDP ports another node serves through `ip4-local`/`ip6-local` (a tunnel's):
     /// (IPv6?, port), refreshed by the control poll. An ephemeral port skips them (its
     /// registration would fail with `EADDRINUSE`).
@@ -413,10 +474,6 @@ pub struct SessionMain {
     pub tcp_listeners: Table<(IpAddr, u16)>,
     /// TCP ports in use (listeners and connections).
     pub tcp_ports: Table<(bool, u16)>,
-    /// TCP sessions (listeners and connections): protocol 6 is registered while any exist.
-    pub tcp_count: u32,
-    /// TCP global counters (for `show session`).
-    pub tcp_stats: TcpGlobal,
     /// Events full event queues refused (data, accept and tx-space events), retried by
     /// `session-queue` every [`RETRY_EVERY`] until queued ([`SessionMain::retry_events`]).
     pub(crate) evq_retry: Vec<Refused>,
@@ -425,7 +482,6 @@ pub struct SessionMain {
     pub retry_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Sessions a thread's table may hold: [`MAX_SESSIONS`] (`None`), smaller in tests.
     pub(crate) sess_limit: Option<usize>,
-    iss_key: u64,
     /// Replies to the control requests [`SessionMain::poll`] served, per application,
     /// held until the port registrations those requests changed are applied on every
     /// thread ([`SessionMain::send_replies`]): (app, its [`AppConn::serial`], reply).
@@ -538,6 +594,11 @@ pub struct SessionWorker {
     /// thread 0 kicks it after pushing. Its own small lock, taken by thread 0 to push and
     /// by the owner to take the batch (only when kicked), never on the data path.
     pub ctl_in: CtlRing,
+    /// TCP sessions in this table (listeners and connections): protocol 6 is registered
+    /// while any thread has one ([`SessionMain::tcp_count`]).
+    pub tcp_count: u32,
+    /// This thread's TCP counters (`show session` sums them: [`SessionMain::tcp_stats`]).
+    pub tcp_stats: TcpGlobal,
 }
 
 /// A control request thread 0 hands to the thread that owns the connection it acts on
@@ -610,7 +671,7 @@ impl std::ops::DerefMut for Workers {
     }
 }
 
-/// Host-wide TCP counters.
+/// TCP counters (one set per thread, summed for `show session`).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TcpGlobal {
     /// Connections accepted.
@@ -636,6 +697,22 @@ pub struct TcpGlobal {
     pub syn_cookies_ok: u64,
     /// ACKs to a listener with no valid cookie (answered with a RST).
     pub syn_cookies_bad: u64,
+}
+
+impl std::ops::AddAssign for TcpGlobal {
+    fn add_assign(&mut self, o: TcpGlobal) {
+        self.accepted += o.accepted;
+        self.connected += o.connected;
+        self.backlog_full += o.backlog_full;
+        self.table_full += o.table_full;
+        self.no_slot += o.no_slot;
+        self.resets += o.resets;
+        self.keepalive_timeouts += o.keepalive_timeouts;
+        self.time_wait_rst += o.time_wait_rst;
+        self.syn_cookies_sent += o.syn_cookies_sent;
+        self.syn_cookies_ok += o.syn_cookies_ok;
+        self.syn_cookies_bad += o.syn_cookies_bad;
+    }
 }
 
 const EPH: std::ops::RangeInclusive<u16> = 49152..=65535;
@@ -721,11 +798,27 @@ impl SessionMain {
 
     /// Takes session `sid` out of its table (its index is given back by [`Self::free_sess`]).
     pub(crate) fn take_sess(&mut self, sid: u32) -> Option<Session> {
-        self.workers
-            .get_mut(handle_thread(sid))?
+        let t = handle_thread(sid);
+        let s = self
+            .workers
+            .get_mut(t)?
             .sessions
             .get_mut(handle_index(sid))?
-            .take()
+            .take()?;
+        self.count_sess(s.app, t, false);
+        Some(s)
+    }
+
+    /// Counts a session of application `a` in (`add`) or out of thread `t`'s table
+    /// ([`AppConn::sess_on`]).
+    fn count_sess(&mut self, a: u32, t: usize, add: bool) {
+        if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.as_mut()) {
+            if app.sess_on.len() <= t {
+                app.sess_on.resize(t + 1, 0);
+            }
+            let n = &mut app.sess_on[t];
+            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        }
     }
 
     /// Gives the index of a taken session back to its thread's table.
@@ -740,6 +833,7 @@ impl SessionMain {
     pub(crate) fn alloc_sess(&mut self, thread: usize, s: Session) -> Option<u32> {
         debug_assert!(thread < self.workers.len(), "thread {thread} has no table");
         let limit = self.sess_limit.unwrap_or(MAX_SESSIONS);
+        let a = s.app;
         let w = &mut self.workers[thread];
         let i = match w.free.pop() {
             Some(i) => {
@@ -752,6 +846,7 @@ impl SessionMain {
                 w.sessions.len() - 1
             }
         };
+        self.count_sess(a, thread, true);
         Some(handle(thread, i))
     }
 
@@ -826,10 +921,30 @@ impl SessionMain {
     /// sessions, and UDP sessions, connected ones too, whose slots use thread 0's queues:
     /// their close changes the port references thread 0 keeps). Not the slot's owner
     /// word, which names thread 0 for a thread the segment has no queue for.
-    fn owner_elsewhere(&self, sid: u32) -> Option<usize> {
+    /// Read from the application's slot flag ([`AppConn::tcp`]), not the owner's table.
+    fn owner_elsewhere(&self, a: u32, slot: u32, sid: u32) -> Option<usize> {
         let t = handle_thread(sid);
-        (t != 0 && t < self.workers.len() && self.sess(sid).is_some_and(|s| s.proto.is_tcp()))
-            .then_some(t)
+        let tcp = || {
+            self.apps
+                .get(a as usize)
+                .and_then(|x| x.as_ref())
+                .is_some_and(|x| x.slot_tcp(slot))
+        };
+        (t != 0 && t < self.workers.len() && tcp()).then_some(t)
+    }
+
+    /// TCP sessions on every thread: protocol 6 is registered while there are any.
+    pub fn tcp_count(&self) -> u32 {
+        self.workers.iter().map(|w| w.tcp_count).sum()
+    }
+
+    /// The TCP counters of every thread, summed.
+    pub fn tcp_stats(&self) -> TcpGlobal {
+        let mut t = TcpGlobal::default();
+        for w in self.workers.iter() {
+            t += w.tcp_stats;
+        }
+        t
     }
 
     /// Application `a` if it is attach `serial` ([`AppConn::serial`]).
@@ -923,7 +1038,7 @@ impl SessionMain {
     /// [`source_for`] over the last snapshot of the interface addresses.
     #[inline]
     pub fn source_for(&self, peer: IpAddr) -> Option<IpAddr> {
-        source_for(&self.locals, peer)
+        source_for(&self.params.locals, peer)
     }
 
     /// Space was freed in the tx FIFO of slot `slot` of application `a`: tells a writer
@@ -1024,7 +1139,7 @@ impl SessionMain {
         if self.listen.is_some() {
             return Ok(());
         }
-        let p = self.cfg.app_socket.clone();
+        let p = self.params.cfg.app_socket.clone();
         let fd = seqpacket::listen(&p).map_err(|e| SessionError::Socket(p, e.to_string()))?;
         self.watch_ctl(fd.as_raw_fd());
         self.listen = Some(fd);
@@ -1041,8 +1156,8 @@ impl SessionMain {
         }
         if let Some(fd) = self.listen.take() {
             self.unwatch_ctl(fd);
-            if !self.cfg.app_socket.starts_with('@') {
-                let _ = std::fs::remove_file(&self.cfg.app_socket);
+            if !self.params.cfg.app_socket.starts_with('@') {
+                let _ = std::fs::remove_file(&self.params.cfg.app_socket);
             }
         }
     }
@@ -1066,10 +1181,22 @@ impl SessionMain {
     /// application's bind or listen returns only once every thread delivers to its port
     /// (a worker receiving a datagram between the two would answer port unreachable).
     pub fn poll(&mut self, locals: Vec<(IpAddr, u8)>, ports: &mut Vec<PortChange>) {
-        self.locals = locals;
-        let locals = std::mem::take(&mut self.locals);
-        self.poll_sockets(&locals, ports);
-        self.locals = locals;
+        if self.params.locals != locals {
+            std::sync::Arc::make_mut(&mut self.params).locals = locals;
+        }
+        let params = self.params.clone();
+        self.poll_sockets(&params.locals, ports);
+    }
+
+    /// The configuration.
+    pub fn cfg(&self) -> &Config {
+        &self.params.cfg
+    }
+
+    /// Replaces the configuration (thread 0; the other threads see it in the next
+    /// [`Params`] they take).
+    pub fn set_cfg(&mut self, cfg: Config) {
+        std::sync::Arc::make_mut(&mut self.params).cfg = cfg;
     }
 
     fn poll_sockets(&mut self, locals: &[(IpAddr, u8)], ports: &mut Vec<PortChange>) {
@@ -1115,9 +1242,13 @@ impl SessionMain {
 
     fn attach(&mut self, sock: OwnedFd, name: String) {
         let g = Geometry {
-            n_slots: self.cfg.sessions_per_app,
-            fifo_size: self.cfg.fifo_size,
-            evq_len: self.cfg.evq_len.max(self.cfg.sessions_per_app),
+            n_slots: self.params.cfg.sessions_per_app,
+            fifo_size: self.params.cfg.fifo_size,
+            evq_len: self
+                .params
+                .cfg
+                .evq_len
+                .max(self.params.cfg.sessions_per_app),
             n_queues: self.n_threads() as u32,
         };
         let made = (|| -> std::io::Result<(Region, OwnedFd, Vec<OwnedFd>)> {
@@ -1208,6 +1339,8 @@ impl SessionMain {
             slots: vec![None; g.n_slots as usize],
             owners: vec![0; g.n_slots as usize],
             gens: vec![0; g.n_slots as usize],
+            tcp: vec![false; g.n_slots as usize],
+            sess_on: vec![0; self.workers.len()],
             serial: self.attached + 1,
             dead: false,
         });
@@ -1263,7 +1396,7 @@ impl SessionMain {
                         .and_then(|x| x.slots.get(slot as usize).copied().flatten());
                     let r = match sid {
                         Some(sid) => {
-                            match self.owner_elsewhere(sid) {
+                            match self.owner_elsewhere(a, slot, sid) {
                                 // The owner closes it (the reply needs nothing of it).
                                 Some(t) => {
                                     let gen = self.apps[a as usize]
@@ -1290,7 +1423,7 @@ impl SessionMain {
                     let sid = self.apps[a as usize]
                         .as_ref()
                         .and_then(|x| x.slots.get(slot as usize).copied().flatten());
-                    match sid.map(|sid| (sid, self.owner_elsewhere(sid))) {
+                    match sid.map(|sid| (sid, self.owner_elsewhere(a, slot, sid))) {
                         // The owner applies it and queues the reply (its outcome depends
                         // on the connection's state).
                         Some((sid, Some(t))) => {
@@ -1487,15 +1620,9 @@ impl SessionMain {
         None
     }
 
-    /// A secret for initial sequence numbers (RFC 6528), drawn once.
-    pub(crate) fn iss_key(&mut self) -> u64 {
-        if self.iss_key == 0 {
-            use std::hash::{BuildHasher, Hasher};
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u64(0x5eed);
-            self.iss_key = h.finish() | 1;
-        }
-        self.iss_key
+    /// The secret of initial sequence numbers (RFC 6528) and SYN cookies ([`Params`]).
+    pub(crate) fn iss_key(&self) -> u64 {
+        self.params.iss_key
     }
 
     fn ephemeral(&mut self, v6: bool) -> Option<u16> {
@@ -1635,11 +1762,11 @@ impl SessionMain {
         if app.dead && !abort {
             return;
         }
-        let sids: Vec<u32> = app.slots.iter().flatten().copied().collect();
+        let sids: Vec<u32> = (0..app.slots.len())
+            .filter(|&i| !app.slot_tcp(i as u32))
+            .filter_map(|i| app.slots[i])
+            .collect();
         for s in sids {
-            if self.sess(s).is_some_and(|x| x.proto.is_tcp()) {
-                continue;
-            }
             self.close(s, ports);
         }
         // Its TCP sessions (also those in the handshake or TIME-WAIT, which hold no slot):
@@ -1651,16 +1778,14 @@ impl SessionMain {
         // the application now that its listeners are gone) keeps the application until
         // its last connection ends (`tcp_release` reaps it); only the workers holding
         // one get a `Detach`.
+        let on = |t: usize| {
+            self.apps[a as usize]
+                .as_ref()
+                .and_then(|x| x.sess_on.get(t).copied())
+                .unwrap_or(0)
+        };
         let elsewhere: Vec<usize> = match forward {
-            true => (1..self.workers.len())
-                .filter(|&t| {
-                    self.workers[t]
-                        .sessions
-                        .iter()
-                        .flatten()
-                        .any(|s| s.app == a)
-                })
-                .collect(),
+            true => (1..self.workers.len()).filter(|&t| on(t) > 0).collect(),
             false => Vec::new(),
         };
         if lingering > 0 || !elsewhere.is_empty() {
@@ -1721,6 +1846,21 @@ impl SessionMain {
 
     /// Frees what is left of application `a` (its segment, eventfds).
     pub(crate) fn reap_app(&mut self, a: u32) {
+        // The per-thread counts thread 0 reads instead of the tables must not drift: every
+        // test that reaps an application checks them against the tables here.
+        if cfg!(debug_assertions) {
+            if let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) {
+                let counted: Vec<u32> = (0..self.workers.len())
+                    .map(|t| app.sess_on.get(t).copied().unwrap_or(0))
+                    .collect();
+                let held: Vec<u32> = self
+                    .workers
+                    .iter()
+                    .map(|w| w.sessions.iter().flatten().filter(|s| s.app == a).count() as u32)
+                    .collect();
+                debug_assert_eq!(counted, held, "application {a}'s sessions per thread");
+            }
+        }
         if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.take()) {
             self.evq_retry.retain(|r| r.app != a);
             for (t, e) in app.sluice_efds.into_iter().enumerate() {
@@ -1763,15 +1903,13 @@ pub(crate) mod tests {
     /// [`with_app`] with `threads` session threads when the application attaches (its
     /// segment has an event-queue pair per thread).
     pub(crate) fn with_app_on(threads: usize) -> (SessionMain, OwnedFd) {
-        let mut sm = SessionMain {
-            cfg: Config {
-                sessions_per_app: 4,
-                fifo_size: 4096,
-                evq_len: 16,
-                ..Config::default()
-            },
-            ..SessionMain::default()
-        };
+        let mut sm = SessionMain::default();
+        sm.set_cfg(Config {
+            sessions_per_app: 4,
+            fifo_size: 4096,
+            evq_len: 16,
+            ..Config::default()
+        });
         let _ = sm.worker_kick(threads - 1);
         let b = attach_one(&mut sm);
         assert!(sm.apps[0].is_some());
@@ -1898,7 +2036,7 @@ pub(crate) mod tests {
         let mut ports = Vec::new();
         sm.serve_app(0, &locals(), &mut ports);
         assert_eq!(ports, [(false, 4789, true), (false, 7000, true)]);
-        assert_eq!(sm.tcp_count, 1);
+        assert_eq!(sm.tcp_count(), 1);
         let mut more = Vec::new();
         sm.refuse_unregistered(
             &[(false, 4789, SessionError::InUse)],
@@ -1925,7 +2063,7 @@ pub(crate) mod tests {
         );
         let live: Vec<u16> = sm.iter().map(|(_, s)| s.local.port()).collect();
         assert_eq!(live, [7000], "only the good bind's session is left");
-        assert_eq!(sm.tcp_count, 0);
+        assert_eq!(sm.tcp_count(), 0);
         assert!(sm.tcp_listeners.is_empty());
         let held = sm.apps[0].as_ref().unwrap().slots.iter().flatten().count();
         assert_eq!(held, 1, "the failed sessions' slots are free");
@@ -1955,7 +2093,7 @@ pub(crate) mod tests {
         seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
         let mut ports = Vec::new();
         sm.serve_app(0, &locals(), &mut ports);
-        assert_eq!(sm.tcp_count, 2, "protocol 6 to register");
+        assert_eq!(sm.tcp_count(), 2, "protocol 6 to register");
         assert_eq!(sm.workers[1].tcp_out.len(), 1, "the SYN is queued");
         let kicked = |sm: &SessionMain| {
             sm.workers[1]

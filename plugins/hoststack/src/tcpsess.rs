@@ -58,10 +58,10 @@ impl SessionMain {
     fn tcp_local(&self, v6: bool) -> tcp::Local {
         tcp::Local {
             mss: if v6 { tcp::MSS6 } else { tcp::MSS4 },
-            wscale: tcp::wscale_for(self.cfg.fifo_size),
+            wscale: tcp::wscale_for(self.params.cfg.fifo_size),
             sack: true,
-            delack: self.cfg.delayed_ack,
-            keepalive: self.cfg.keepalive,
+            delack: self.params.cfg.delayed_ack,
+            keepalive: self.params.cfg.keepalive,
         }
     }
 
@@ -88,7 +88,7 @@ impl SessionMain {
             .rposition(|&m| m <= peer_mss.min(mine))
             .unwrap_or(0) as u32;
         let iss = self.cookie(local, remote, seg.seq, Self::cookie_period(), mi);
-        let wnd = self.cfg.fifo_size.min(65535) as u16;
+        let wnd = self.params.cfg.fifo_size.min(65535) as u16;
         let mut o = tcp::Out::bare(
             iss,
             seg.seq.wrapping_add(1),
@@ -97,7 +97,7 @@ impl SessionMain {
         );
         o.mss = Some(mine);
         self.ctl_push(local, remote, o);
-        self.tcp_stats.syn_cookies_sent += 1;
+        self.owner_worker(local, remote).tcp_stats.syn_cookies_sent += 1;
     }
 
     /// The MSS a valid cookie in the handshake's ACK `seg` encodes (this or the last period).
@@ -134,7 +134,7 @@ impl SessionMain {
     }
 
     /// A hash of `x` keyed with the host's secret (ISNs, SYN cookies).
-    fn keyed_hash(&mut self, x: impl std::hash::Hash) -> u64 {
+    fn keyed_hash(&self, x: impl std::hash::Hash) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (self.iss_key(), x).hash(&mut h);
@@ -177,19 +177,24 @@ impl SessionMain {
         }
         let sid = self.new_session(0, a, local, None)?;
         let backlog = match backlog {
-            0 => self.cfg.syn_backlog,
+            0 => self.params.cfg.syn_backlog,
             b => b.min(65536),
         };
+        let mut slot = NO_SLOT;
         if let Some(s) = self.sess_mut(sid) {
             s.proto = Proto::TcpListen {
                 backlog,
                 half_open: 0,
                 cookies_at: None,
             };
+            slot = s.slot;
+        }
+        if let Some(app) = self.apps[a as usize].as_mut() {
+            app.set_tcp(slot);
         }
         self.tcp_listeners.insert((local.ip(), local.port()), sid);
         self.tcp_port_ref(v6, local.port(), true);
-        self.tcp_count += 1;
+        self.worker_of(sid).tcp_count += 1;
         Ok(sid)
     }
 
@@ -240,14 +245,16 @@ impl SessionMain {
         // new_session reset the slot.
         if let Some(app) = self.apps[a as usize].as_mut() {
             app.set_owner(slot, owner);
+            app.set_tcp(slot);
             if let Some((rx, _)) = app.fifos(slot) {
                 rx.set_endpoints(local, remote, NO_SLOT);
             }
         }
         self.workers[owner].tcp_conns.insert((local, remote), sid);
         self.tcp_port_ref(v6, port, true);
-        self.tcp_count += 1;
-        self.tcp_stats.connected += 1;
+        let w = &mut self.workers[owner];
+        w.tcp_count += 1;
+        w.tcp_stats.connected += 1;
         // Before protocol 6 is registered on every thread (the first TCP session, or a
         // listen or connect earlier in this control poll) the SYN waits: `tcp_queue` does
         // not kick, and `set_tcp_applied` kicks the owner once it is registered.
@@ -388,15 +395,17 @@ impl SessionMain {
             Proto::Udp => {}
         }
         self.release_slot(s.app, s.slot, sid);
-        self.tcp_count = self.tcp_count.saturating_sub(1);
+        let w = self.worker_of(sid);
+        w.tcp_count = w.tcp_count.saturating_sub(1);
         self.free_sess(sid);
-        // The last lingering connection of an application that is gone.
-        let dead = self
+        // The last lingering connection of an application that is gone (its session
+        // counts, not a scan of every table).
+        let gone = self
             .apps
             .get(s.app as usize)
             .and_then(|x| x.as_ref())
-            .is_some_and(|x| x.dead);
-        if dead && !self.iter().any(|(_, x)| x.app == s.app) {
+            .is_some_and(|x| x.dead && x.sessions() == 0);
+        if gone {
             self.reap_app(s.app);
         }
     }
@@ -511,11 +520,11 @@ impl SessionMain {
             // Only a listener that sent cookies lately (as Linux's
             // tcp_synq_no_recent_overflow): no hashing, and no blind open by a guessed
             // cookie, for the others.
-            if !has(TcpFlags::SYN) && self.cfg.syn_cookies && self.cookies_recent(lsid) {
+            if !has(TcpFlags::SYN) && self.params.cfg.syn_cookies && self.cookies_recent(lsid) {
                 if let Some(mss) = self.cookie_check(local, remote, seg) {
                     return self.tcp_cookie_open(lsid, local, remote, seg, mss, now);
                 }
-                self.tcp_stats.syn_cookies_bad += 1;
+                self.owner_worker(local, remote).tcp_stats.syn_cookies_bad += 1;
             }
             let (seq, ack, f) = Tcb::rst_for(seg);
             self.rst(local, remote, seq, ack, f);
@@ -524,7 +533,7 @@ impl SessionMain {
         if !has(TcpFlags::SYN) {
             return Ok(());
         }
-        let cookies = self.cfg.syn_cookies;
+        let cookies = self.params.cfg.syn_cookies;
         let app = match self.sess_mut(lsid) {
             Some(s) => match &mut s.proto {
                 Proto::TcpListen {
@@ -538,7 +547,7 @@ impl SessionMain {
                             self.syn_cookie(local, remote, seg);
                             return Ok(());
                         }
-                        self.tcp_stats.backlog_full += 1;
+                        self.owner_worker(local, remote).tcp_stats.backlog_full += 1;
                         return Err(TcpDrop::BacklogFull);
                     }
                     *half_open += 1;
@@ -592,7 +601,7 @@ impl SessionMain {
             sack: &[],
             data: &[],
         };
-        let wnd = self.cfg.fifo_size.min(65535);
+        let wnd = self.params.cfg.fifo_size.min(65535);
         let tcb = Tcb::from_cookie(
             seg.ack.wrapping_sub(1),
             &syn,
@@ -603,7 +612,7 @@ impl SessionMain {
         if !self.tcp_new_conn(app, lsid, local, remote, tcb) {
             return Ok(());
         }
-        self.tcp_stats.syn_cookies_ok += 1;
+        self.owner_worker(local, remote).tcp_stats.syn_cookies_ok += 1;
         // The ACK (and any data on it) now finds its connection.
         self.tcp_input(local, remote, seg, now)
     }
@@ -635,11 +644,12 @@ impl SessionMain {
         };
         let owner = crate::session::flow_owner(local, remote, self.n_threads());
         let Some(sid) = self.alloc_sess(owner, s) else {
-            self.tcp_stats.table_full += 1;
+            self.workers[owner].tcp_stats.table_full += 1;
             return false;
         };
-        self.workers[owner].tcp_conns.insert((local, remote), sid);
-        self.tcp_count += 1;
+        let w = &mut self.workers[owner];
+        w.tcp_conns.insert((local, remote), sid);
+        w.tcp_count += 1;
         self.tcp_queue(sid);
         true
     }
@@ -657,14 +667,15 @@ impl SessionMain {
         if e.accepted && !self.tcp_accept(sid) {
             return;
         }
+        let st = &mut self.worker_of(sid).tcp_stats;
         if e.reset {
-            self.tcp_stats.resets += 1;
+            st.resets += 1;
         }
         if e.keepalive_dead {
-            self.tcp_stats.keepalive_timeouts += 1;
+            st.keepalive_timeouts += 1;
         }
         if e.time_wait_rst {
-            self.tcp_stats.time_wait_rst += 1;
+            st.time_wait_rst += 1;
         }
         if e.notify || e.accepted {
             self.tcp_notify(sid, e.reset);
@@ -733,7 +744,7 @@ impl SessionMain {
             .and_then(|a| a.as_ref())
             .and_then(|a| a.slots.iter().position(|x| x.is_none()));
         let (Some(slot), Some(lslot)) = (slot, lslot) else {
-            self.tcp_stats.no_slot += 1;
+            self.worker_of(sid).tcp_stats.no_slot += 1;
             self.tcp_abort(sid);
             return false;
         };
@@ -747,6 +758,7 @@ impl SessionMain {
         a.slots[slot as usize] = Some(sid);
         a.reset_slot(slot);
         a.set_owner(slot, crate::session::handle_thread(sid));
+        a.set_tcp(slot);
         let refused = a.fifos(slot).is_some_and(|(rx, _)| {
             rx.state().store(tcp_state::ESTABLISHED, Ordering::Release);
             rx.set_endpoints(local, remote, lslot);
@@ -755,7 +767,7 @@ impl SessionMain {
         if refused {
             self.refused(app, slot, seg::EVENT_ACCEPT | slot);
         }
-        self.tcp_stats.accepted += 1;
+        self.worker_of(sid).tcp_stats.accepted += 1;
         true
     }
 
@@ -952,7 +964,7 @@ mod tests {
             sm.workers[0].tcp_conns.is_empty(),
             "a connection was opened"
         );
-        let t = &sm.tcp_stats;
+        let t = &sm.tcp_stats();
         assert_eq!((t.syn_cookies_ok, t.syn_cookies_bad), (0, 0));
         let (_, _, o) = sm.workers[0].ctl_out.last().expect("a reset");
         assert_eq!((o.flags, o.seq), (TcpFlags::RST, ack.ack));
@@ -1007,10 +1019,10 @@ mod tests {
         assert_eq!(before, 3, "the listener and two passive opens");
         sm.tcp_input(l, r(4002), &seg(777, 0, TcpFlags::SYN), now)
             .unwrap();
-        assert_eq!(sm.tcp_stats.table_full, 1);
+        assert_eq!(sm.tcp_stats().table_full, 1);
         assert!(!sm.workers[0].tcp_conns.contains_key(&(l, r(4002))));
         assert_eq!(sm.workers[0].sessions.len(), before);
-        assert_eq!(sm.tcp_count, 3);
+        assert_eq!(sm.tcp_count(), 3);
         let Some(Proto::TcpListen { half_open, .. }) = sm.sess(lsid).map(|s| &s.proto) else {
             panic!("not a listener");
         };
@@ -1025,7 +1037,7 @@ mod tests {
             (handle_thread(sid2), handle_index(sid2)),
             (0, handle_index(sid))
         );
-        assert_eq!(sm.tcp_stats.table_full, 1);
+        assert_eq!(sm.tcp_stats().table_full, 1);
     }
 
     /// An application dying with connections on every thread (handshakes it listens for,
@@ -1065,7 +1077,7 @@ mod tests {
         for w in sm.workers.iter() {
             assert!(w.tcp_conns.is_empty() && w.tcp_timer_set.is_empty());
         }
-        assert_eq!(sm.tcp_count, 0);
+        assert_eq!(sm.tcp_count(), 0);
         assert!(sm.apps[0].is_none(), "the application reaped");
     }
 
@@ -1121,7 +1133,80 @@ mod tests {
         for w in sm.workers.iter() {
             assert!(w.tcp_conns.is_empty() && w.tcp_timer_set.is_empty());
         }
-        assert_eq!(sm.tcp_count, 0);
+        assert_eq!(sm.tcp_count(), 0);
+    }
+
+    /// The shared part's per-thread accounting (what thread 0 reads instead of the owners'
+    /// tables): each application's session count per thread, each slot's TCP flag, each
+    /// thread's TCP session count and counters, all matching the tables as connections
+    /// come and go on three threads, and zero once everything is freed.
+    #[test]
+    fn per_thread_counts_and_slot_flags_match_the_tables() {
+        use crate::session::handle_thread;
+        let now = Instant::now();
+        let (mut sm, _peer) = crate::session::tests::with_app();
+        let _ = sm.worker_kick(2);
+        let locals = crate::session::tests::locals();
+        let check = |sm: &SessionMain| {
+            let a = sm.apps[0].as_ref().unwrap();
+            for (t, w) in sm.workers.iter().enumerate() {
+                let mine = w.sessions.iter().flatten().filter(|s| s.app == 0).count();
+                assert_eq!(a.sess_on.get(t).copied().unwrap_or(0) as usize, mine, "{t}");
+                let tcp = w.sessions.iter().flatten().filter(|s| s.proto.is_tcp());
+                assert_eq!(w.tcp_count as usize, tcp.count(), "thread {t}");
+            }
+            for (slot, sid) in a.slots.iter().enumerate() {
+                if let Some(sid) = sid {
+                    let tcp = sm.sess(*sid).unwrap().proto.is_tcp();
+                    assert_eq!(a.slot_tcp(slot as u32), tcp, "slot {slot}");
+                }
+            }
+        };
+        let udp = sm
+            .bind(0, "10.0.0.1:53".parse().unwrap(), &locals, &mut Vec::new())
+            .unwrap();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let lsid = sm.tcp_listen(0, l, 64, &locals).unwrap();
+        for p in 4000..4030u16 {
+            let r = SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+            sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
+                .unwrap();
+        }
+        let remote: SocketAddr = "10.0.0.2:5201".parse().unwrap();
+        // The application's four slots: the UDP session, the listener, two active opens
+        // (threads 0 and 1); the passive opens in the handshake hold none.
+        let active: Vec<u32> = (0..2)
+            .map(|_| sm.tcp_connect(0, remote, &locals).unwrap())
+            .collect();
+        check(&sm);
+        let a = sm.apps[0].as_ref().unwrap();
+        assert!(a.sess_on.iter().all(|&n| n > 0), "{:?}", a.sess_on);
+        assert_eq!(a.sessions() as usize, sm.iter().count());
+        for &sid in &active {
+            let w = &sm.workers[handle_thread(sid)];
+            assert_eq!(w.tcp_stats.connected, 1, "counted on its owner");
+        }
+        assert_eq!(sm.tcp_stats().connected, 2, "summed");
+        let freed = sm.sess(active[0]).unwrap().slot;
+        assert!(sm.apps[0].as_ref().unwrap().slot_tcp(freed));
+        for sid in active {
+            sm.tcp_abort(sid);
+            check(&sm);
+        }
+        // A UDP session takes the first freed slot: its TCP flag is gone with the TCP
+        // session (else thread 0 would forward the UDP session's close to a worker).
+        let udp2 = sm
+            .bind(0, "10.0.0.1:54".parse().unwrap(), &locals, &mut Vec::new())
+            .unwrap();
+        assert_eq!(sm.sess(udp2).unwrap().slot, freed, "the freed slot reused");
+        assert!(!sm.apps[0].as_ref().unwrap().slot_tcp(freed));
+        check(&sm);
+        sm.close(udp2, &mut Vec::new());
+        sm.tcp_close(lsid);
+        sm.close(udp, &mut Vec::new());
+        check(&sm);
+        assert_eq!(sm.apps[0].as_ref().unwrap().sessions(), 0);
+        assert_eq!(sm.tcp_count(), 0);
     }
 
     /// Two threads: each accepted connection's slot names its owner (the owner word and
@@ -1326,8 +1411,8 @@ mod tests {
         let st = rx.state().load(Ordering::Acquire);
         assert_eq!(st & tcp_state::RESET, 0, "the reader was reset");
         assert_ne!(st & tcp_state::PEER_FIN, 0, "no end of stream");
-        assert_eq!(sm.tcp_stats.resets, 0);
-        assert_eq!(sm.tcp_stats.time_wait_rst, 1);
+        assert_eq!(sm.tcp_stats().resets, 0);
+        assert_eq!(sm.tcp_stats().time_wait_rst, 1);
         let a = sm.apps[0].as_ref().unwrap();
         assert_eq!(
             a.slots[slot as usize],
