@@ -700,15 +700,15 @@ impl Encap {
 }
 
 /// Decap lookup key: underlay table, outer source and destination (IPv4 in the low 32
-/// bits), and the protocol's key (VNI, GRE key; 0 for IP-in-IP) and sub-type (GRE: TEB
-/// bit 0, key present bit 1; else 0).
+/// bits), and the protocol's key (VNI, GRE key — 0 when the packet has none or carries 0,
+/// as in VPP; 0 for IP-in-IP) and sub-type (GRE: TEB 1, L3 0; else 0).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecapKey {
     /// Underlay FIB index the packet arrived in.
     pub fib: u32,
     /// VNI / GRE key / 0.
     pub key: u32,
-    /// GRE: TEB (1) | key present (2); else 0.
+    /// GRE: TEB (1) or L3 (0); else 0.
     pub sub: u8,
     /// Outer source (the tunnel's `dst`).
     pub src: u128,
@@ -1601,16 +1601,17 @@ pub fn decap_key_of(fib: u32, kind: Kind, key: u32, src: IpAddr, dst: IpAddr) ->
     DecapKey {
         fib,
         key,
-        sub: sub_of(kind, key),
+        sub: sub_of(kind),
         src: from,
         dst: to,
     }
 }
 
 /// The decap key's sub-type of a tunnel.
-pub fn sub_of(kind: Kind, key: u32) -> u8 {
+pub fn sub_of(kind: Kind) -> u8 {
     match kind {
-        Kind::Gre { teb } => teb as u8 | ((key != 0) as u8) << 1,
+        // The key itself tells a keyed tunnel apart (0: none, as in VPP), not a bit here.
+        Kind::Gre { teb } => teb as u8,
         _ => 0,
     }
 }
@@ -2753,9 +2754,7 @@ mod tests {
             Kind::Srv6 { l2: true },
         ];
         for kind in kinds {
-            for key in [0, 1, 0x00ff_ffff, u32::MAX] {
-                assert_ne!(sub_of(kind, key), NO_KEY.sub, "{kind:?} key {key}");
-            }
+            assert_ne!(sub_of(kind), NO_KEY.sub, "{kind:?}");
         }
     }
 
