@@ -103,6 +103,7 @@ pub struct GreMeta {
 
 impl<const V6: bool> DecapProto for GreInput<V6> {
     type Meta = GreMeta;
+    const IP6: bool = V6;
     type Counter = GreCounter;
     const DROP: Next = GreNext::Drop.next();
     const DECAPSULATED: GreCounter = GreCounter::Decapsulated;

@@ -910,38 +910,85 @@ impl DecapEntry {
         sluice_infra::prefetch(p);
         sluice_infra::prefetch(p.cast::<u8>().wrapping_add(RX_LAST));
     }
-    /// The key this entry was inserted under.
-    fn key(&self) -> DecapKey {
-        let w = &self.words;
-        DecapKey {
-            fib: (w[0] >> 32) as u32,
-            key: w[0] as u32,
+    /// The key this entry was inserted under, as its table packs it.
+    fn key(&self) -> TableKey {
+        TableKey {
+            w: self.words,
             sub: self.sub,
-            src: (w[2] as u128) << 64 | w[1] as u128,
-            dst: (w[4] as u128) << 64 | w[3] as u128,
         }
     }
-    /// Whether this is the entry of key `k`.
+    /// Whether this is the entry of key `k` (in a table of family `v6`).
     #[inline(always)]
-    fn is(&self, k: &DecapKey) -> bool {
-        // Word by word: an array `==` of this size is a `memcmp` call.
-        let (w, x) = (&self.words, key_words(k));
-        (w[0] ^ x[0]) | (w[1] ^ x[1]) | (w[2] ^ x[2]) | (w[3] ^ x[3]) | (w[4] ^ x[4]) == 0
-            && self.sub == k.sub
+    fn is(&self, k: &TableKey, v6: bool) -> bool {
+        same(&self.words, self.sub, k, v6)
     }
 }
 
-/// A decap key as five words (table and key, source low/high, destination low/high),
-/// lossless but for `sub`, which [`DecapEntry`] keeps apart.
+/// A decap key as a [`DecapTable`] of one underlay family keeps, hashes and compares it
+/// ([`pack`]): five words and the sub-type. An IPv4 table's key is its first two words
+/// (table and key; source and destination) and the other three are zero — its decap nodes
+/// store, compare and hash only two words a key; an IPv6 table's is the table and key,
+/// the source's low and high halves, the destination's low and high halves.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableKey {
+    w: [u64; 5],
+    sub: u8,
+}
+
+/// `k` as a table of family `v6` keeps it (lossless: [`unpack`] gives `k` back; an IPv4
+/// table's addresses are 32 bits, a group's source an interface index).
 #[inline(always)]
-fn key_words(k: &DecapKey) -> [u64; 5] {
-    [
-        (k.fib as u64) << 32 | k.key as u64,
-        k.src as u64,
-        (k.src >> 64) as u64,
-        k.dst as u64,
-        (k.dst >> 64) as u64,
-    ]
+pub fn pack(k: &DecapKey, v6: bool) -> TableKey {
+    let w0 = (k.fib as u64) << 32 | k.key as u64;
+    let w = if v6 {
+        [
+            w0,
+            k.src as u64,
+            (k.src >> 64) as u64,
+            k.dst as u64,
+            (k.dst >> 64) as u64,
+        ]
+    } else {
+        debug_assert!((k.src | k.dst) >> 32 == 0, "an IPv6 key in an IPv4 table");
+        [w0, (k.src as u64) << 32 | k.dst as u32 as u64, 0, 0, 0]
+    };
+    TableKey { w, sub: k.sub }
+}
+
+/// The key [`pack`] made `k` of.
+#[inline(always)]
+pub fn unpack(k: &TableKey, v6: bool) -> DecapKey {
+    let w = &k.w;
+    let (src, dst) = if v6 {
+        (
+            (w[2] as u128) << 64 | w[1] as u128,
+            (w[4] as u128) << 64 | w[3] as u128,
+        )
+    } else {
+        ((w[1] >> 32) as u128, w[1] as u32 as u128)
+    };
+    DecapKey {
+        fib: (w[0] >> 32) as u32,
+        key: w[0] as u32,
+        sub: k.sub,
+        src,
+        dst,
+    }
+}
+
+/// Whether key words `w` and sub-type `sub` are key `k`'s in a table of family `v6` (an
+/// IPv4 table compares two words: the other three are zero in all its keys).
+#[inline(always)]
+fn same(w: &[u64; 5], sub: u8, k: &TableKey, v6: bool) -> bool {
+    // Word by word: an array `==` of this size is a `memcmp` call.
+    let x = &k.w;
+    let d = (w[0] ^ x[0]) | (w[1] ^ x[1]) | (sub ^ k.sub) as u64;
+    let d = if v6 {
+        d | (w[2] ^ x[2]) | (w[3] ^ x[3]) | (w[4] ^ x[4])
+    } else {
+        d
+    };
+    d == 0
 }
 
 /// A decap table's hash of `k` under the table's `seeds` (of which [`DecapTable::home`]
@@ -957,10 +1004,19 @@ fn key_words(k: &DecapKey) -> [u64; 5] {
 /// operands (VNIs spaced `1 << 4` apart spread like random ones).
 /// Three multiplies where [`DecapHasher`] (the control plane's maps) takes three and a
 /// finaliser.
+///
+/// An IPv4 table's key is two words (the others are zero): as `sluice_infra`'s
+/// `FoldedKeyHash`, the folded product of the two, each xored with a seed, folded again
+/// with the other two seeds (one multiply alone homed TEIDs `i << 16` ten slots from
+/// home on average).
 #[inline(always)]
-fn slot_hash(seeds: &[u64; 4], k: &DecapKey) -> u64 {
-    let w = key_words(k);
+fn slot_hash(seeds: &[u64; 4], k: &TableKey, v6: bool) -> u64 {
+    let w = &k.w;
     let w0 = w[0] ^ (k.sub as u64) << 24;
+    if !v6 {
+        let h = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
+        return folded_multiply(h ^ seeds[2], seeds[3] | 1);
+    }
     let x = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
     let y = folded_multiply(w[2] ^ seeds[2], w[3] ^ seeds[3]);
     folded_multiply(x ^ w[4], y ^ 0x9e37_79b9_7f4a_7c15)
@@ -1009,6 +1065,8 @@ pub struct DecapTable {
     seeds: [u64; 4],
     /// 64 − log2(the slots): [`DecapTable::home`] keeps the hash's top bits.
     shift: u32,
+    /// The underlay family: IPv6 (five-word keys) or IPv4 (two: [`TableKey`]).
+    v6: bool,
     /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` (or,
     /// for an L3 tunnel, [`l3_fibs`]) reads next (prefetched with the counters; None in a
     /// runtime without vnet).
@@ -1020,9 +1078,9 @@ pub struct DecapTable {
 }
 
 impl Default for DecapTable {
+    /// An IPv6 table (five-word keys, which also hold IPv4 ones).
     fn default() -> Self {
-        use std::hash::BuildHasher;
-        DecapTable::with_seed(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
+        DecapTable::of_family(true)
     }
 }
 
@@ -1039,9 +1097,20 @@ pub enum InsertError {
 pub const MISS: u32 = u32::MAX;
 
 impl DecapTable {
-    /// An empty table whose hash starts from `seed`.
+    /// An empty table of underlay family `v6` (IPv6 or IPv4 keys) with a random seed.
+    pub fn of_family(v6: bool) -> Self {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64);
+        DecapTable::with_seed_family(seed, v6)
+    }
+    /// An empty IPv6 table whose hash starts from `seed`.
     pub fn with_seed(seed: u64) -> Self {
+        DecapTable::with_seed_family(seed, true)
+    }
+    /// An empty table of underlay family `v6` whose hash starts from `seed`.
+    pub fn with_seed_family(seed: u64, v6: bool) -> Self {
         DecapTable {
+            v6,
             slots: (0..MIN_SLOTS).map(|_| None).collect(),
             keep: (0..MIN_SLOTS).map(|_| None).collect(),
             len: 0,
@@ -1062,20 +1131,21 @@ impl DecapTable {
             k.sub
         );
         let rx = RxRow::new(&e.counters, t).ok_or(InsertError::NoRow)?;
-        let i = match self.lookup(&k) {
+        let p = pack(&k, self.v6);
+        let i = match self.probe(&p, self.home_of(&p) as usize, self.v6) {
             MISS => {
                 if (self.len + 1) * 2 > self.slots.len() {
                     self.grow()?;
                 }
                 self.len += 1;
-                self.free_slot(self.home(&k) as usize)
+                self.free_slot(self.home_of(&p) as usize)
             }
             i => i as usize,
         };
         let (mode, bits) = pack_mode(e.mode);
         // The entry (and its row pointer) first, then what keeps the row.
         self.slots[i] = Some(DecapEntry {
-            words: key_words(&k),
+            words: p.w,
             rx,
             sw_if: e.sw_if,
             next: e.next,
@@ -1104,7 +1174,7 @@ impl DecapTable {
         self.shift = 64 - n.trailing_zeros();
         for (e, c) in old.into_vec().into_iter().zip(old_keep.into_vec()) {
             if let Some(e) = e {
-                let i = self.free_slot(self.home(&e.key()) as usize);
+                let i = self.free_slot(self.home_of(&e.key()) as usize);
                 self.slots[i] = Some(e);
                 self.keep[i] = c;
             }
@@ -1121,30 +1191,41 @@ impl DecapTable {
     }
     /// The slot where the probe for `k` starts: the top bits of [`slot_hash`] (as many as
     /// the slots need).
-    #[inline(always)]
+    #[cfg(test)]
     fn home(&self, k: &DecapKey) -> u32 {
-        (slot_hash(&self.seeds, k) >> self.shift) as u32
+        self.home_of(&pack(k, self.v6))
+    }
+    /// [`DecapTable::home`] of a packed key.
+    #[inline(always)]
+    fn home_of(&self, k: &TableKey) -> u32 {
+        (slot_hash(&self.seeds, k, self.v6) >> self.shift) as u32
+    }
+    /// The table's packing of `k` ([`pack`]).
+    #[inline(always)]
+    pub fn pack(&self, k: &DecapKey) -> TableKey {
+        pack(k, self.v6)
     }
     /// The slot where the probe for `k` starts ([`DecapTable::lookup_frame`]'s `homes`),
-    /// prefetched.
+    /// prefetched; `v6` is the table's family (a decap node's constant).
     #[inline(always)]
-    pub fn start(&self, k: &DecapKey) -> u32 {
-        let i = self.home(k);
+    pub fn start(&self, k: &TableKey, v6: bool) -> u32 {
+        debug_assert_eq!(v6, self.v6);
+        let i = (slot_hash(&self.seeds, k, v6) >> self.shift) as u32;
         sluice_infra::prefetch(self.slots.as_ptr().wrapping_add(i as usize));
         i
     }
     /// The slot of `k` probing from slot `i`, or [`MISS`].
     #[inline(always)]
-    fn probe(&self, k: &DecapKey, i: usize) -> u32 {
-        self.find(k, i).map_or(MISS, |(r, _)| r)
+    fn probe(&self, k: &TableKey, i: usize, v6: bool) -> u32 {
+        self.find(k, i, v6).map_or(MISS, |(r, _)| r)
     }
-    /// The slot and entry of `k` probing from slot `i`.
+    /// The slot and entry of `k` probing from slot `i` (`v6`: the table's family).
     #[inline(always)]
-    fn find(&self, k: &DecapKey, mut i: usize) -> Option<(u32, &DecapEntry)> {
+    fn find(&self, k: &TableKey, mut i: usize, v6: bool) -> Option<(u32, &DecapEntry)> {
         let m = self.slots.len() - 1;
         loop {
             match self.slots.get(i & m) {
-                Some(Some(e)) if e.is(k) => return Some(((i & m) as u32, e)),
+                Some(Some(e)) if e.is(k, v6) => return Some(((i & m) as u32, e)),
                 Some(Some(_)) => i += 1,
                 _ => return None,
             }
@@ -1327,7 +1408,7 @@ impl DecapTable {
             };
             // The entry at `j` may fill the hole unless its home lies after the hole
             // (cyclically in (hole, j]): its probe would not reach the hole.
-            let h = self.home(&e.key()) as usize;
+            let h = self.home_of(&e.key()) as usize;
             if j.wrapping_sub(h) & m >= j.wrapping_sub(hole) & m {
                 self.slots[hole] = self.slots[j].take();
                 self.keep[hole] = self.keep[j].take();
@@ -1351,7 +1432,8 @@ impl DecapTable {
     /// The slot of `k`, or [`MISS`].
     #[inline(always)]
     pub fn lookup(&self, k: &DecapKey) -> u32 {
-        self.probe(k, self.home(k) as usize)
+        let p = pack(k, self.v6);
+        self.probe(&p, self.home_of(&p) as usize, self.v6)
     }
     /// Looks up every `keys[t]` into `out[t]` (a slot or [`MISS`]), probing from
     /// `homes[t]` (from [`DecapTable::start`], which prefetched the slot when the packet
@@ -1361,12 +1443,19 @@ impl DecapTable {
     /// but not when `l2_direct` (the node sends frames straight to `l2-input`) and the
     /// entry's mode says its frames go there: then nothing reads the record. The three
     /// slices are the frame's new keys in order, so the pass reads them in step, with no
-    /// index of packets.
+    /// index of packets. `V6` is the table's family.
     #[inline]
-    pub fn lookup_frame(&self, keys: &[DecapKey], homes: &[u32], out: &mut [u32], l2_direct: bool) {
+    pub fn lookup_frame<const V6: bool>(
+        &self,
+        keys: &[TableKey],
+        homes: &[u32],
+        out: &mut [u32],
+        l2_direct: bool,
+    ) {
+        debug_assert_eq!(V6, self.v6);
         let attrs = self.if_attrs.as_deref();
         for ((k, &h), o) in keys.iter().zip(homes).zip(out.iter_mut()) {
-            let Some((r, e)) = self.find(k, h as usize) else {
+            let Some((r, e)) = self.find(k, h as usize, V6) else {
                 *o = MISS;
                 continue;
             };
@@ -1803,6 +1892,9 @@ impl<C> From<C> for Verdict<C> {
 pub trait DecapProto: Default + Send + 'static {
     /// What `parse` hands `finish` about a packet (header lengths, inner type).
     type Meta: Copy + Default + Send + 'static;
+    /// The underlay family: IPv6 (else IPv4, whose keys the node packs in two words:
+    /// [`TableKey`]).
+    const IP6: bool;
     /// The decap nodes' counters.
     type Counter: CounterId;
     /// The arc to `error-drop`.
@@ -1880,6 +1972,12 @@ const NO_KEY: DecapKey = DecapKey {
     dst: u128::MAX,
 };
 
+/// [`NO_KEY`] packed (in either family: its sub-type alone tells it apart).
+const NO_TABLE_KEY: TableKey = TableKey {
+    w: [u64::MAX; 5],
+    sub: u8::MAX,
+};
+
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
@@ -1897,7 +1995,8 @@ pub struct DecapFrame<P: DecapProto> {
     table: DecapTable,
     /// The frame's new keys in packet order (a key is new when it differs from the
     /// previous parsed packet's) from 1; at 0 the last frame's last key (or [`NO_KEY`]).
-    keys: Box<[DecapKey; FRAME_SIZE + 1]>,
+    /// Packed ([`TableKey`]): an IPv4 node writes and reads only the first two words.
+    keys: Box<[TableKey; FRAME_SIZE + 1]>,
     /// Their keys' home slots ([`DecapTable::start`]), by position in `keys`.
     homes: [u32; FRAME_SIZE + 1],
     /// Their lookup results (a slot or [`MISS`]), by position in `keys`.
@@ -1908,15 +2007,15 @@ pub struct DecapFrame<P: DecapProto> {
     nexts: [u16; FRAME_SIZE],
     /// The last key looked up and its result (kept across frames; cleared by any change
     /// of the table).
-    last: Option<(DecapKey, u32)>,
+    last: Option<(TableKey, u32)>,
 }
 
 impl<P: DecapProto> Default for DecapFrame<P> {
     fn default() -> Self {
         DecapFrame {
             proto: P::default(),
-            table: DecapTable::default(),
-            keys: Box::new([DecapKey::default(); FRAME_SIZE + 1]),
+            table: DecapTable::of_family(P::IP6),
+            keys: Box::new([TableKey::default(); FRAME_SIZE + 1]),
             homes: [0; FRAME_SIZE + 1],
             found: [MISS; FRAME_SIZE + 1],
             metas: Box::new([P::Meta::default(); FRAME_SIZE]),
@@ -1934,7 +2033,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let frame = &frame[..n];
         // `keys[0]` is the last frame's last key and `found[0]` its result (or a key no
         // packet has, not found): the frame's new keys are `keys[1..new]`.
-        (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_KEY, MISS));
+        (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_TABLE_KEY, MISS));
         // Pass 1: parse.
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
         let mut new = 1;
@@ -1953,14 +2052,20 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     self.nexts[j] = verdict::<P>(cx, &mut b, v);
                 }
                 Ok((k, m)) => {
+                    let k = pack(&k, P::IP6);
                     self.metas[j] = m;
-                    if prev == k {
+                    if same(&prev.w, prev.sub, &k, P::IP6) {
                         self.state[j] = SAME;
                     } else {
                         self.state[j] = NEW;
-                        self.keys[new] = k;
+                        // An IPv4 key is two words (the rest stay as they are, unread).
+                        let to = &mut self.keys[new];
+                        (to.w[0], to.w[1], to.sub) = (k.w[0], k.w[1], k.sub);
+                        if P::IP6 {
+                            to.w[2..].copy_from_slice(&k.w[2..]);
+                        }
                         // The slot's line is on its way while the frame is parsed.
-                        self.homes[new] = self.table.start(&k);
+                        self.homes[new] = self.table.start(&k, P::IP6);
                         new += 1;
                         prev = k;
                     }
@@ -1968,12 +2073,12 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             }
         }
         // Pass 2: the new keys' lookups, in stages over the frame.
-        self.table.lookup_frame(
-            &self.keys[1..new],
-            &self.homes[1..new],
-            &mut self.found[1..new],
-            P::L2_DIRECT.is_some(),
-        );
+        let (keys, homes) = (&self.keys[1..new], &self.homes[1..new]);
+        let (found, to_l2) = (&mut self.found[1..new], P::L2_DIRECT.is_some());
+        match P::IP6 {
+            true => self.table.lookup_frame::<true>(keys, homes, found, to_l2),
+            false => self.table.lookup_frame::<false>(keys, homes, found, to_l2),
+        }
         // Pass 3: finish.
         // The packet's key is `keys[at]`, its result `r`.
         let (mut at, mut r) = (0, self.found[0]);
@@ -2001,7 +2106,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     &b,
                     DecapTrace {
                         sw_if: e.map(|e| e.sw_if),
-                        key: self.keys.get(at).map_or(0, |k| k.key),
+                        key: self.keys.get(at).map_or(0, |k| k.w[0] as u32),
                     },
                 );
             }
@@ -2040,7 +2145,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     }
                 }
                 None => {
-                    let k = self.keys.get(at).copied().unwrap_or(NO_KEY);
+                    let k = self.keys.get(at).map_or(NO_KEY, |k| unpack(k, P::IP6));
                     let v = self.proto.miss(cx, &mut b, &k, m);
                     verdict::<P>(cx, &mut b, v)
                 }
@@ -2687,9 +2792,13 @@ mod tests {
     /// The interfaces of the tunnels `lookup_frame` finds for `keys` (all of them to do,
     /// their slots started as the decap node starts them).
     fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<Option<u32>> {
-        let homes: Vec<u32> = keys.iter().map(|k| t.start(k)).collect();
+        let keys: Vec<TableKey> = keys.iter().map(|k| t.pack(k)).collect();
+        let homes: Vec<u32> = keys.iter().map(|k| t.start(k, t.v6)).collect();
         let mut out = vec![0; keys.len()];
-        t.lookup_frame(keys, &homes, &mut out, false);
+        match t.v6 {
+            true => t.lookup_frame::<true>(&keys, &homes, &mut out, false),
+            false => t.lookup_frame::<false>(&keys, &homes, &mut out, false),
+        }
         out.iter().map(|&r| sw_of(t, r)).collect()
     }
 
@@ -2999,6 +3108,81 @@ mod tests {
     }
 
     #[test]
+    fn decap_table_ipv4_keys_in_two_words() {
+        // An IPv4 table packs a key in two words (table and key; source and destination):
+        // 4 × 4096 keys differing in one field only (the table, the VNI, the source, the
+        // destination) each find their own tunnel, in lookups and in a frame, keys one bit
+        // off in any field (or of the other sub-type) miss, no key probes far from its
+        // home, and packing loses nothing.
+        let base = DecapKey {
+            fib: 2,
+            key: 7,
+            sub: 0,
+            src: 0x0a00_0002,
+            dst: 0x0a00_0001,
+        };
+        let vary = |f: u32, n: u32| match f {
+            0 => DecapKey { fib: n, ..base },
+            1 => DecapKey {
+                key: n << 4,
+                ..base
+            },
+            2 => DecapKey {
+                src: base.src ^ (n as u128) << 12,
+                ..base
+            },
+            _ => DecapKey {
+                dst: base.dst ^ (n as u128) << 8,
+                ..base
+            },
+        };
+        let keys: Vec<DecapKey> = (0..4)
+            .flat_map(|f| (1..=4096).map(move |n| vary(f, n)))
+            .collect();
+        for seed in [0, 5, 0x5eed] {
+            let mut t = DecapTable::with_seed_family(seed, false);
+            for (i, k) in keys.iter().enumerate() {
+                t.insert(*k, &entry(i as u32), 0).unwrap();
+            }
+            assert_eq!(t.len(), keys.len());
+            let m = t.slots.len() - 1;
+            let mut longest = 0;
+            for (i, k) in keys.iter().enumerate() {
+                assert_eq!(unpack(&t.pack(k), false), *k);
+                let r = t.lookup(k);
+                assert_eq!(sw_of(&t, r), Some(i as u32), "seed {seed} key {i}");
+                longest = longest.max((r as usize).wrapping_sub(t.home(k) as usize) & m);
+                let off = [
+                    DecapKey {
+                        fib: k.fib ^ 1 << 31,
+                        ..*k
+                    },
+                    DecapKey {
+                        key: k.key ^ 1 << 30,
+                        ..*k
+                    },
+                    DecapKey { sub: 1, ..*k },
+                    DecapKey {
+                        src: k.src ^ 1 << 31,
+                        ..*k
+                    },
+                    DecapKey {
+                        dst: k.dst ^ 1,
+                        ..*k
+                    },
+                ];
+                for o in off {
+                    assert_eq!(t.lookup(&o), MISS, "seed {seed} key {i}: {o:?}");
+                }
+            }
+            assert!(longest < 64, "seed {seed}: a key {longest} slots from home");
+            let some: Vec<DecapKey> = keys.iter().step_by(97).copied().collect();
+            let want: Vec<Option<u32>> = (0..keys.len() as u32).step_by(97).map(Some).collect();
+            assert_eq!(frame(&t, &some), want, "seed {seed}");
+        }
+    }
+
+    #[test]
     fn decap_table_patterned_keys_spread_like_random_ones() {
         // 16,384 keys (a table at its most loaded, half full) of each pattern a hash that
         // xors key words together, or multiplies twice without folding the high bits down,
@@ -3050,27 +3234,31 @@ mod tests {
                         }
                     })
                     .collect();
-                let mut t = DecapTable::with_seed(seed);
-                for (i, k) in keys.iter().enumerate() {
-                    t.insert(*k, &entry(i as u32), 0).unwrap();
+                // IPv4 keys also in an IPv4 table (two words, one multiply).
+                let v4 = keys.iter().all(|k| (k.src | k.dst) >> 32 == 0);
+                for v6 in [true, false].into_iter().filter(|&v6| v6 || v4) {
+                    let mut t = DecapTable::with_seed_family(seed, v6);
+                    for (i, k) in keys.iter().enumerate() {
+                        t.insert(*k, &entry(i as u32), 0).unwrap();
+                    }
+                    assert_eq!(t.len(), N as usize, "{name}: keys not distinct");
+                    let m = t.slots.len() - 1;
+                    let (mut longest, mut sum) = (0, 0);
+                    for (i, k) in keys.iter().enumerate() {
+                        let r = t.lookup(k);
+                        assert_eq!(sw_of(&t, r), Some(i as u32), "seed {seed} {name} key {i}");
+                        let d = (r as usize).wrapping_sub(t.home(k) as usize) & m;
+                        longest = longest.max(d);
+                        sum += d;
+                    }
+                    let mean = sum as f64 / N as f64;
+                    assert!(
+                        mean < 0.7 && longest < 48,
+                        "seed {seed} {name} v6 table {v6}: mean distance {mean:.2}, \
+                         longest {longest} ({} slots)",
+                        m + 1
+                    );
                 }
-                assert_eq!(t.len(), N as usize, "{name}: keys not distinct");
-                let m = t.slots.len() - 1;
-                let (mut longest, mut sum) = (0, 0);
-                for (i, k) in keys.iter().enumerate() {
-                    let r = t.lookup(k);
-                    assert_eq!(sw_of(&t, r), Some(i as u32), "seed {seed} {name} key {i}");
-                    let d = (r as usize).wrapping_sub(t.home(k) as usize) & m;
-                    longest = longest.max(d);
-                    sum += d;
-                }
-                let mean = sum as f64 / N as f64;
-                assert!(
-                    mean < 0.7 && longest < 48,
-                    "seed {seed} {name}: mean distance {mean:.2}, longest {longest} \
-                     ({} slots)",
-                    m + 1
-                );
             }
         }
     }
