@@ -1454,12 +1454,23 @@ impl DecapTable {
     ) {
         debug_assert_eq!(V6, self.v6);
         let attrs = self.if_attrs.as_deref();
-        for ((k, &h), o) in keys.iter().zip(homes).zip(out.iter_mut()) {
-            let Some((r, e)) = self.find(k, h as usize, V6) else {
-                *o = MISS;
+        let n = keys.len().min(homes.len()).min(out.len());
+        let (keys, homes, out) = (&keys[..n], &homes[..n], &mut out[..n]);
+        let (slots, m) = (&*self.slots, self.slots.len() - 1);
+        for t in 0..n {
+            let (k, mut i) = (&keys[t], homes[t] as usize & m);
+            let e = loop {
+                match slots.get(i) {
+                    Some(Some(e)) if e.is(k, V6) => break Some(e),
+                    Some(Some(_)) => i = (i + 1) & m,
+                    _ => break None,
+                }
+            };
+            let Some(e) = e else {
+                out[t] = MISS;
                 continue;
             };
-            *o = r;
+            out[t] = i as u32;
             e.prefetch_rx();
             match attrs {
                 Some(a) if !(l2_direct && e.bits & (MODE_XC | MODE_BD) != 0) => {
