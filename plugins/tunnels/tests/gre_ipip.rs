@@ -227,6 +227,18 @@ fn gre_key_0_is_no_key() {
             "set interface l2 bridge gre0 1",
         ],
     );
+    // `key 0` is no key: a keyless TEB tunnel between the same endpoints is the same
+    // tunnel; an L3 one is not (VPP's key includes the type).
+    let e = cli_err(
+        &mut vm,
+        &t,
+        "create gre tunnel src 10.0.0.1 dst 10.0.0.2 teb",
+    );
+    assert!(e.contains("same endpoints"), "{e}");
+    assert_eq!(
+        cli(&mut vm, &t, "create gre tunnel src 10.0.0.1 dst 10.0.0.2"),
+        "gre1\n"
+    );
     let pg0 = mac_of(&vm, "pg0");
     let inner = inner_frame([0x02, 0xbb, 0, 0, 0, 2], [0x02, 0xaa, 0, 0, 0, 1], 30);
     let out = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 1);
