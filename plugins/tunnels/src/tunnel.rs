@@ -1085,12 +1085,14 @@ impl Default for DecapTable {
 }
 
 /// Why [`DecapTable::insert`] refused a tunnel (the table is unchanged).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InsertError {
     /// The table could not grow.
     NoMemory,
     /// The tunnel's counters have no row for the table's thread.
     NoRow,
+    /// An IPv6 key (an address wider than 32 bits) in an IPv4 table, which keeps 32.
+    Family,
 }
 
 /// A decap key's lookup result: the tunnel index, or [`MISS`].
@@ -1122,8 +1124,13 @@ impl DecapTable {
     }
     /// Adds the tunnel `e` under key `k`, or replaces the entry of `k`, for thread `t`
     /// (whose row of the counters the entry holds). Fails when the table cannot grow
-    /// (memory) or the counters have no row for `t`; the table is then unchanged.
+    /// (memory), the counters have no row for `t` or `k` is not of the table's family;
+    /// the table is then unchanged.
     pub fn insert(&mut self, k: DecapKey, e: &DecapSpec, t: usize) -> Result<(), InsertError> {
+        // [`pack`] would drop an IPv4 table's high address bits (it checks in debug only).
+        if !self.v6 && (k.src | k.dst) >> 32 != 0 {
+            return Err(InsertError::Family);
+        }
         // NO_KEY's sub-type: a tunnel under it would be found for DecapFrame's "no last key".
         debug_assert!(
             k.sub != NO_KEY.sub,
@@ -2461,7 +2468,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     let l2_features = reg
         .slot(sluice_vnet::ethernet::ETHERNET_INPUT)
         .map(|s| (reg.table(), s));
-    let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let refused = Arc::new(std::sync::Mutex::new(None));
     let r = refused.clone();
     let underlay = Underlay::of(vm, ip6);
     vm.foreach_thread(move |tg| {
@@ -2474,12 +2481,13 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         let th = tg.thread();
         if let Some(tbl) = table_of(tg, decap) {
             tbl.set_if_attrs(if_attrs.clone(), l2_features.clone());
-            if tbl.insert(key, &de, th).is_err() {
-                r.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Err(e) = tbl.insert(key, &de, th) {
+                r.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
             }
         }
     });
-    if refused.load(std::sync::atomic::Ordering::Relaxed) {
+    let refused = *refused.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = refused {
         // Undo on every thread (removing a key a thread never took is a no-op).
         vm.foreach_thread(move |tg| {
             if let Some(n) = tg.node_mut::<Encap>(encap) {
@@ -2493,9 +2501,17 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         if t.mcast_if.is_some() {
             let _ = group_route(vm, false, a.dst, a.table_id, fib_index);
         }
-        return Err(VnetError::Full(
-            "decap table: no memory for another tunnel".into(),
-        ));
+        return Err(match e {
+            InsertError::NoMemory => {
+                VnetError::Full("decap table: no memory for another tunnel".into())
+            }
+            InsertError::NoRow => {
+                VnetError::System("decap table: the tunnel's counters lack a thread".into())
+            }
+            InsertError::Family => {
+                VnetError::Invalid("decap table: an IPv6 key in an IPv4 table".into())
+            }
+        });
     }
     let t = Tunnel {
         instance,
@@ -2947,6 +2963,32 @@ mod tests {
         assert_eq!(Arc::strong_count(&c), 2);
         drop(spec);
         assert_eq!(Arc::strong_count(&c), 1);
+    }
+
+    #[test]
+    fn ipv4_table_refuses_an_ipv6_key() {
+        let mut t = DecapTable::of_family(false);
+        for wide in [1u128 << 32, 1 << 127] {
+            let mut k = key(1);
+            k.src |= wide;
+            assert_eq!(t.insert(k, &entry(13), 0), Err(InsertError::Family));
+            let mut k = key(2);
+            k.dst |= wide;
+            assert_eq!(t.insert(k, &entry(14), 0), Err(InsertError::Family));
+        }
+        // Not kept under the key's low 32 bits either.
+        assert_eq!(
+            (t.lookup(&key(1)), t.lookup(&key(2)), t.len()),
+            (MISS, MISS, 0)
+        );
+        t.insert(key(1), &entry(13), 0).unwrap();
+        assert_eq!(find(&t, &key(1)), Some(13));
+        // An IPv6 table takes it.
+        let mut t = DecapTable::of_family(true);
+        let mut k = key(1);
+        k.src |= 1 << 127;
+        t.insert(k, &entry(13), 0).unwrap();
+        assert_eq!((find(&t, &k), t.lookup(&key(1))), (Some(13), MISS));
     }
 
     /// Keys of `t` (8 slots) whose home slot is `h`, the first `n` found.
