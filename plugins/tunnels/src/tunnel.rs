@@ -829,7 +829,7 @@ impl RxRow {
 /// L2 decap needs no read of the interface's record: [`DecapEntry::mode`]).
 #[repr(C, align(64))]
 pub struct DecapEntry {
-    /// The key, as [`key_words`] packs it (set by [`DecapTable::insert`]).
+    /// The key, as [`pack`] packs it (set by [`DecapTable::insert`]).
     words: [u64; 5],
     /// This thread's row of the tunnel's counters (rx packets/bytes).
     rx: RxRow,
@@ -927,10 +927,11 @@ impl DecapEntry {
 /// A decap key as a [`DecapTable`] of one underlay family keeps, hashes and compares it
 /// ([`pack`]): five words and the sub-type. An IPv4 table's key is its first two words
 /// (table and key; source and destination) and the other three are zero — its decap nodes
-/// store, compare and hash only two words a key; an IPv6 table's is the table and key,
+/// store (in a frame), compare and hash only two words a key, while its entries are
+/// unchanged (64 bytes, all five words stored); an IPv6 table's is the table and key,
 /// the source's low and high halves, the destination's low and high halves.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct TableKey {
+pub(crate) struct TableKey {
     w: [u64; 5],
     sub: u8,
 }
@@ -938,7 +939,7 @@ pub struct TableKey {
 /// `k` as a table of family `v6` keeps it (lossless: [`unpack`] gives `k` back; an IPv4
 /// table's addresses are 32 bits, a group's source an interface index).
 #[inline(always)]
-pub fn pack(k: &DecapKey, v6: bool) -> TableKey {
+pub(crate) fn pack(k: &DecapKey, v6: bool) -> TableKey {
     let w0 = (k.fib as u64) << 32 | k.key as u64;
     let w = if v6 {
         [
@@ -957,7 +958,7 @@ pub fn pack(k: &DecapKey, v6: bool) -> TableKey {
 
 /// The key [`pack`] made `k` of.
 #[inline(always)]
-pub fn unpack(k: &TableKey, v6: bool) -> DecapKey {
+pub(crate) fn unpack(k: &TableKey, v6: bool) -> DecapKey {
     let w = &k.w;
     let (src, dst) = if v6 {
         (
@@ -1007,15 +1008,16 @@ fn same(w: &[u64; 5], sub: u8, k: &TableKey, v6: bool) -> bool {
 ///
 /// An IPv4 table's key is two words (the others are zero): as `sluice_infra`'s
 /// `FoldedKeyHash`, the folded product of the two, each xored with a seed, folded again
-/// with the other two seeds (one multiply alone homed TEIDs `i << 16` ten slots from
-/// home on average).
+/// with the other two seeds, the last of them odd (one multiply alone homed TEIDs
+/// `i << 16` ten slots from home on average).
 #[inline(always)]
 fn slot_hash(seeds: &[u64; 4], k: &TableKey, v6: bool) -> u64 {
     let w = &k.w;
     let w0 = w[0] ^ (k.sub as u64) << 24;
     if !v6 {
         let h = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
-        return folded_multiply(h ^ seeds[2], seeds[3] | 1);
+        // `seeds[3]` is odd in an IPv4 table ([`DecapTable::with_seed_family`]).
+        return folded_multiply(h ^ seeds[2], seeds[3]);
     }
     let x = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
     let y = folded_multiply(w[2] ^ seeds[2], w[3] ^ seeds[3]);
@@ -1061,7 +1063,7 @@ pub struct DecapTable {
     keep: Box<[Option<Arc<IfCounters>>]>,
     /// Entries.
     len: usize,
-    /// The hash's seeds ([`slot_seeds`]).
+    /// The hash's seeds ([`slot_seeds`]; in an IPv4 table the last one odd).
     seeds: [u64; 4],
     /// 64 − log2(the slots): [`DecapTable::home`] keeps the hash's top bits.
     shift: u32,
@@ -1111,12 +1113,17 @@ impl DecapTable {
     }
     /// An empty table of underlay family `v6` whose hash starts from `seed`.
     pub fn with_seed_family(seed: u64, v6: bool) -> Self {
+        let mut seeds = slot_seeds(seed);
+        if !v6 {
+            // The IPv4 hash's last multiplier ([`slot_hash`]): odd, set once here.
+            seeds[3] |= 1;
+        }
         DecapTable {
             v6,
             slots: (0..MIN_SLOTS).map(|_| None).collect(),
             keep: (0..MIN_SLOTS).map(|_| None).collect(),
             len: 0,
-            seeds: slot_seeds(seed),
+            seeds,
             shift: 64 - MIN_SLOTS.trailing_zeros(),
             if_attrs: None,
             l2_features: None,
@@ -1208,14 +1215,14 @@ impl DecapTable {
         (slot_hash(&self.seeds, k, self.v6) >> self.shift) as u32
     }
     /// The table's packing of `k` ([`pack`]).
-    #[inline(always)]
-    pub fn pack(&self, k: &DecapKey) -> TableKey {
+    #[cfg(test)]
+    fn pack(&self, k: &DecapKey) -> TableKey {
         pack(k, self.v6)
     }
     /// The slot where the probe for `k` starts ([`DecapTable::lookup_frame`]'s `homes`),
     /// prefetched; `v6` is the table's family (a decap node's constant).
     #[inline(always)]
-    pub fn start(&self, k: &TableKey, v6: bool) -> u32 {
+    pub(crate) fn start(&self, k: &TableKey, v6: bool) -> u32 {
         debug_assert_eq!(v6, self.v6);
         let i = (slot_hash(&self.seeds, k, v6) >> self.shift) as u32;
         sluice_infra::prefetch(self.slots.as_ptr().wrapping_add(i as usize));
@@ -1452,7 +1459,7 @@ impl DecapTable {
     /// slices are the frame's new keys in order, so the pass reads them in step, with no
     /// index of packets. `V6` is the table's family.
     #[inline]
-    pub fn lookup_frame<const V6: bool>(
+    pub(crate) fn lookup_frame<const V6: bool>(
         &self,
         keys: &[TableKey],
         homes: &[u32],
