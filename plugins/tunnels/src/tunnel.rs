@@ -1016,8 +1016,7 @@ fn slot_hash(seeds: &[u64; 4], k: &TableKey, v6: bool) -> u64 {
     let w0 = w[0] ^ (k.sub as u64) << 24;
     if !v6 {
         let h = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
-        // `seeds[3]` is odd in an IPv4 table ([`DecapTable::with_seed_family`]).
-        return folded_multiply(h ^ seeds[2], seeds[3]);
+        return folded_multiply(h ^ seeds[2], seeds[3] | 1);
     }
     let x = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
     let y = folded_multiply(w[2] ^ seeds[2], w[3] ^ seeds[3]);
@@ -1063,7 +1062,7 @@ pub struct DecapTable {
     keep: Box<[Option<Arc<IfCounters>>]>,
     /// Entries.
     len: usize,
-    /// The hash's seeds ([`slot_seeds`]; in an IPv4 table the last one odd).
+    /// The hash's seeds ([`slot_seeds`]).
     seeds: [u64; 4],
     /// 64 − log2(the slots): [`DecapTable::home`] keeps the hash's top bits.
     shift: u32,
@@ -1113,17 +1112,12 @@ impl DecapTable {
     }
     /// An empty table of underlay family `v6` whose hash starts from `seed`.
     pub fn with_seed_family(seed: u64, v6: bool) -> Self {
-        let mut seeds = slot_seeds(seed);
-        if !v6 {
-            // The IPv4 hash's last multiplier ([`slot_hash`]): odd, set once here.
-            seeds[3] |= 1;
-        }
         DecapTable {
             v6,
             slots: (0..MIN_SLOTS).map(|_| None).collect(),
             keep: (0..MIN_SLOTS).map(|_| None).collect(),
             len: 0,
-            seeds,
+            seeds: slot_seeds(seed),
             shift: 64 - MIN_SLOTS.trailing_zeros(),
             if_attrs: None,
             l2_features: None,
