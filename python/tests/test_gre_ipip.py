@@ -71,12 +71,18 @@ class TestGre(TunnelTest):
                                / UDP(sport=3, dport=4) / Raw(b"back"))]
         rx = self.send_and_expect(self.pg0, back, self.pg1)
         assert raw(rx[0][IP]) == raw(self.routed(back[0][GRE]))
+        # A key of 0 is no key (as in VPP): the tunnel without key takes the K bit with 0.
+        zero = [self.from_peer(GRE(key_present=1, key=0)
+                               / IP(src="198.51.100.9", dst=self.pg1.remote_ip4)
+                               / UDP(sport=3, dport=4) / Raw(b"key0"))]
+        rx = self.send_and_expect(self.pg0, zero, self.pg1)
+        assert raw(rx[0][IP]) == raw(self.routed(zero[0][GRE]))
         self.vpp.cli("create gre tunnel src 10.0.0.1 dst %s key 7" % self.pg0.remote_ip4)
         self.vpp.cli("set interface state gre1 up")
         keyed = [self.from_peer(GRE(key_present=1, key=8) / IP(dst=self.pg1.remote_ip4))]
         self.send_and_assert_no_replies(self.pg0, keyed, "wrong key")
         self.vpp.cli("create gre tunnel src 10.0.0.1 dst %s key 7 del" % self.pg0.remote_ip4)
-        self.assert_counters({GRE_ENCAP: 3, GRE_DECAP: 1, GRE_NO_TUNNEL: 1}, timeout=2.0)
+        self.assert_counters({GRE_ENCAP: 3, GRE_DECAP: 2, GRE_NO_TUNNEL: 1}, timeout=2.0)
 
 
 class TestIpip(TunnelTest):

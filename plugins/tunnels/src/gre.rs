@@ -103,6 +103,7 @@ pub struct GreMeta {
 
 impl<const V6: bool> DecapProto for GreInput<V6> {
     type Meta = GreMeta;
+    const IP6: bool = V6;
     type Counter = GreCounter;
     const DROP: Next = GreNext::Drop.next();
     const DECAPSULATED: GreCounter = GreCounter::Decapsulated;
@@ -171,8 +172,10 @@ impl<const V6: bool> DecapProto for GreInput<V6> {
         };
         let k = DecapKey {
             fib: b.hdr.ip.fib_index,
+            // As VPP's `gre_mk_key4`: a key of 0 is no key, whether the K bit is set or
+            // not (a tunnel without key, or `key 0`, takes both; a keyed one neither).
             key: key.unwrap_or(0),
-            sub: teb as u8 | (key.is_some() as u8) << 1,
+            sub: teb as u8,
             src,
             dst,
         };

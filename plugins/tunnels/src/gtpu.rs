@@ -263,6 +263,7 @@ fn reply_in_place<const V6: bool>(b: &mut Buffer<'_>, ipl: usize, body: &[u8]) -
 impl<const V6: bool> DecapProto for GtpuInput<V6> {
     /// Outer IP header length; offset of the inner packet.
     type Meta = (u16, u16);
+    const IP6: bool = V6;
     type Counter = GtpCounter;
     const DROP: Next = GtpNext::Drop.next();
     const DECAPSULATED: GtpCounter = GtpCounter::Decapsulated;

@@ -81,6 +81,7 @@ pub struct IpipInput<const V6: bool>;
 impl<const V6: bool> DecapProto for IpipInput<V6> {
     /// Outer IP header length, inner EtherType.
     type Meta = (u16, u16);
+    const IP6: bool = V6;
     type Counter = IpipCounter;
     const DROP: Next = IpipNext::Drop.next();
     const DECAPSULATED: IpipCounter = IpipCounter::Decapsulated;

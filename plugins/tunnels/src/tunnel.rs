@@ -700,15 +700,15 @@ impl Encap {
 }
 
 /// Decap lookup key: underlay table, outer source and destination (IPv4 in the low 32
-/// bits), and the protocol's key (VNI, GRE key; 0 for IP-in-IP) and sub-type (GRE: TEB
-/// bit 0, key present bit 1; else 0).
+/// bits), and the protocol's key (VNI, GRE key — 0 when the packet has none or carries 0,
+/// as in VPP; 0 for IP-in-IP) and sub-type (GRE: TEB 1, L3 0; else 0).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecapKey {
     /// Underlay FIB index the packet arrived in.
     pub fib: u32,
     /// VNI / GRE key / 0.
     pub key: u32,
-    /// GRE: TEB (1) | key present (2); else 0.
+    /// GRE: TEB (1) or L3 (0); else 0.
     pub sub: u8,
     /// Outer source (the tunnel's `dst`).
     pub src: u128,
@@ -829,7 +829,7 @@ impl RxRow {
 /// L2 decap needs no read of the interface's record: [`DecapEntry::mode`]).
 #[repr(C, align(64))]
 pub struct DecapEntry {
-    /// The key, as [`key_words`] packs it (set by [`DecapTable::insert`]).
+    /// The key, as [`pack`] packs it (set by [`DecapTable::insert`]).
     words: [u64; 5],
     /// This thread's row of the tunnel's counters (rx packets/bytes).
     rx: RxRow,
@@ -910,38 +910,86 @@ impl DecapEntry {
         sluice_infra::prefetch(p);
         sluice_infra::prefetch(p.cast::<u8>().wrapping_add(RX_LAST));
     }
-    /// The key this entry was inserted under.
-    fn key(&self) -> DecapKey {
-        let w = &self.words;
-        DecapKey {
-            fib: (w[0] >> 32) as u32,
-            key: w[0] as u32,
+    /// The key this entry was inserted under, as its table packs it.
+    fn key(&self) -> TableKey {
+        TableKey {
+            w: self.words,
             sub: self.sub,
-            src: (w[2] as u128) << 64 | w[1] as u128,
-            dst: (w[4] as u128) << 64 | w[3] as u128,
         }
     }
-    /// Whether this is the entry of key `k`.
+    /// Whether this is the entry of key `k` (in a table of family `v6`).
     #[inline(always)]
-    fn is(&self, k: &DecapKey) -> bool {
-        // Word by word: an array `==` of this size is a `memcmp` call.
-        let (w, x) = (&self.words, key_words(k));
-        (w[0] ^ x[0]) | (w[1] ^ x[1]) | (w[2] ^ x[2]) | (w[3] ^ x[3]) | (w[4] ^ x[4]) == 0
-            && self.sub == k.sub
+    fn is(&self, k: &TableKey, v6: bool) -> bool {
+        same(&self.words, self.sub, k, v6)
     }
 }
 
-/// A decap key as five words (table and key, source low/high, destination low/high),
-/// lossless but for `sub`, which [`DecapEntry`] keeps apart.
+/// A decap key as a [`DecapTable`] of one underlay family keeps, hashes and compares it
+/// ([`pack`]): five words and the sub-type. An IPv4 table's key is its first two words
+/// (table and key; source and destination) and the other three are zero — its decap nodes
+/// store (in a frame), compare and hash only two words a key, while its entries are
+/// unchanged (64 bytes, all five words stored); an IPv6 table's is the table and key,
+/// the source's low and high halves, the destination's low and high halves.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TableKey {
+    w: [u64; 5],
+    sub: u8,
+}
+
+/// `k` as a table of family `v6` keeps it (lossless: [`unpack`] gives `k` back; an IPv4
+/// table's addresses are 32 bits, a group's source an interface index).
 #[inline(always)]
-fn key_words(k: &DecapKey) -> [u64; 5] {
-    [
-        (k.fib as u64) << 32 | k.key as u64,
-        k.src as u64,
-        (k.src >> 64) as u64,
-        k.dst as u64,
-        (k.dst >> 64) as u64,
-    ]
+pub(crate) fn pack(k: &DecapKey, v6: bool) -> TableKey {
+    let w0 = (k.fib as u64) << 32 | k.key as u64;
+    let w = if v6 {
+        [
+            w0,
+            k.src as u64,
+            (k.src >> 64) as u64,
+            k.dst as u64,
+            (k.dst >> 64) as u64,
+        ]
+    } else {
+        debug_assert!((k.src | k.dst) >> 32 == 0, "an IPv6 key in an IPv4 table");
+        [w0, (k.src as u64) << 32 | k.dst as u32 as u64, 0, 0, 0]
+    };
+    TableKey { w, sub: k.sub }
+}
+
+/// The key [`pack`] made `k` of.
+#[inline(always)]
+pub(crate) fn unpack(k: &TableKey, v6: bool) -> DecapKey {
+    let w = &k.w;
+    let (src, dst) = if v6 {
+        (
+            (w[2] as u128) << 64 | w[1] as u128,
+            (w[4] as u128) << 64 | w[3] as u128,
+        )
+    } else {
+        ((w[1] >> 32) as u128, w[1] as u32 as u128)
+    };
+    DecapKey {
+        fib: (w[0] >> 32) as u32,
+        key: w[0] as u32,
+        sub: k.sub,
+        src,
+        dst,
+    }
+}
+
+/// Whether key words `w` and sub-type `sub` are key `k`'s in a table of family `v6` (an
+/// IPv4 table compares two words: the other three are zero in all its keys).
+#[inline(always)]
+fn same(w: &[u64; 5], sub: u8, k: &TableKey, v6: bool) -> bool {
+    // Word by word: an array `==` of this size is a `memcmp` call.
+    let x = &k.w;
+    let d = (w[0] ^ x[0]) | (w[1] ^ x[1]) | (sub ^ k.sub) as u64;
+    let d = if v6 {
+        d | (w[2] ^ x[2]) | (w[3] ^ x[3]) | (w[4] ^ x[4])
+    } else {
+        d
+    };
+    d == 0
 }
 
 /// A decap table's hash of `k` under the table's `seeds` (of which [`DecapTable::home`]
@@ -957,10 +1005,19 @@ fn key_words(k: &DecapKey) -> [u64; 5] {
 /// operands (VNIs spaced `1 << 4` apart spread like random ones).
 /// Three multiplies where [`DecapHasher`] (the control plane's maps) takes three and a
 /// finaliser.
+///
+/// An IPv4 table's key is two words (the others are zero): as `sluice_infra`'s
+/// `FoldedKeyHash`, the folded product of the two, each xored with a seed, folded again
+/// with the other two seeds, the last of them odd (one multiply alone homed TEIDs
+/// `i << 16` ten slots from home on average).
 #[inline(always)]
-fn slot_hash(seeds: &[u64; 4], k: &DecapKey) -> u64 {
-    let w = key_words(k);
+fn slot_hash(seeds: &[u64; 4], k: &TableKey, v6: bool) -> u64 {
+    let w = &k.w;
     let w0 = w[0] ^ (k.sub as u64) << 24;
+    if !v6 {
+        let h = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
+        return folded_multiply(h ^ seeds[2], seeds[3] | 1);
+    }
     let x = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
     let y = folded_multiply(w[2] ^ seeds[2], w[3] ^ seeds[3]);
     folded_multiply(x ^ w[4], y ^ 0x9e37_79b9_7f4a_7c15)
@@ -1009,6 +1066,8 @@ pub struct DecapTable {
     seeds: [u64; 4],
     /// 64 − log2(the slots): [`DecapTable::home`] keeps the hash's top bits.
     shift: u32,
+    /// The underlay family: IPv6 (five-word keys) or IPv4 (two: [`TableKey`]).
+    v6: bool,
     /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` (or,
     /// for an L3 tunnel, [`l3_fibs`]) reads next (prefetched with the counters; None in a
     /// runtime without vnet).
@@ -1020,28 +1079,41 @@ pub struct DecapTable {
 }
 
 impl Default for DecapTable {
+    /// An IPv6 table (five-word keys, which also hold IPv4 ones).
     fn default() -> Self {
-        use std::hash::BuildHasher;
-        DecapTable::with_seed(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
+        DecapTable::of_family(true)
     }
 }
 
 /// Why [`DecapTable::insert`] refused a tunnel (the table is unchanged).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InsertError {
     /// The table could not grow.
     NoMemory,
     /// The tunnel's counters have no row for the table's thread.
     NoRow,
+    /// An IPv6 key (an address wider than 32 bits) in an IPv4 table, which keeps 32.
+    Family,
 }
 
 /// A decap key's lookup result: the tunnel index, or [`MISS`].
 pub const MISS: u32 = u32::MAX;
 
 impl DecapTable {
-    /// An empty table whose hash starts from `seed`.
+    /// An empty table of underlay family `v6` (IPv6 or IPv4 keys) with a random seed.
+    pub fn of_family(v6: bool) -> Self {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64);
+        DecapTable::with_seed_family(seed, v6)
+    }
+    /// An empty IPv6 table whose hash starts from `seed`.
     pub fn with_seed(seed: u64) -> Self {
+        DecapTable::with_seed_family(seed, true)
+    }
+    /// An empty table of underlay family `v6` whose hash starts from `seed`.
+    pub fn with_seed_family(seed: u64, v6: bool) -> Self {
         DecapTable {
+            v6,
             slots: (0..MIN_SLOTS).map(|_| None).collect(),
             keep: (0..MIN_SLOTS).map(|_| None).collect(),
             len: 0,
@@ -1053,8 +1125,13 @@ impl DecapTable {
     }
     /// Adds the tunnel `e` under key `k`, or replaces the entry of `k`, for thread `t`
     /// (whose row of the counters the entry holds). Fails when the table cannot grow
-    /// (memory) or the counters have no row for `t`; the table is then unchanged.
+    /// (memory), the counters have no row for `t` or `k` is not of the table's family;
+    /// the table is then unchanged.
     pub fn insert(&mut self, k: DecapKey, e: &DecapSpec, t: usize) -> Result<(), InsertError> {
+        // [`pack`] would drop an IPv4 table's high address bits (it checks in debug only).
+        if !self.v6 && (k.src | k.dst) >> 32 != 0 {
+            return Err(InsertError::Family);
+        }
         // NO_KEY's sub-type: a tunnel under it would be found for DecapFrame's "no last key".
         debug_assert!(
             k.sub != NO_KEY.sub,
@@ -1062,20 +1139,21 @@ impl DecapTable {
             k.sub
         );
         let rx = RxRow::new(&e.counters, t).ok_or(InsertError::NoRow)?;
-        let i = match self.lookup(&k) {
+        let p = pack(&k, self.v6);
+        let i = match self.probe(&p, self.home_of(&p) as usize, self.v6) {
             MISS => {
                 if (self.len + 1) * 2 > self.slots.len() {
                     self.grow()?;
                 }
                 self.len += 1;
-                self.free_slot(self.home(&k) as usize)
+                self.free_slot(self.home_of(&p) as usize)
             }
             i => i as usize,
         };
         let (mode, bits) = pack_mode(e.mode);
         // The entry (and its row pointer) first, then what keeps the row.
         self.slots[i] = Some(DecapEntry {
-            words: key_words(&k),
+            words: p.w,
             rx,
             sw_if: e.sw_if,
             next: e.next,
@@ -1104,7 +1182,7 @@ impl DecapTable {
         self.shift = 64 - n.trailing_zeros();
         for (e, c) in old.into_vec().into_iter().zip(old_keep.into_vec()) {
             if let Some(e) = e {
-                let i = self.free_slot(self.home(&e.key()) as usize);
+                let i = self.free_slot(self.home_of(&e.key()) as usize);
                 self.slots[i] = Some(e);
                 self.keep[i] = c;
             }
@@ -1121,30 +1199,41 @@ impl DecapTable {
     }
     /// The slot where the probe for `k` starts: the top bits of [`slot_hash`] (as many as
     /// the slots need).
-    #[inline(always)]
+    #[cfg(test)]
     fn home(&self, k: &DecapKey) -> u32 {
-        (slot_hash(&self.seeds, k) >> self.shift) as u32
+        self.home_of(&pack(k, self.v6))
+    }
+    /// [`DecapTable::home`] of a packed key.
+    #[inline(always)]
+    fn home_of(&self, k: &TableKey) -> u32 {
+        (slot_hash(&self.seeds, k, self.v6) >> self.shift) as u32
+    }
+    /// The table's packing of `k` ([`pack`]).
+    #[cfg(test)]
+    fn pack(&self, k: &DecapKey) -> TableKey {
+        pack(k, self.v6)
     }
     /// The slot where the probe for `k` starts ([`DecapTable::lookup_frame`]'s `homes`),
-    /// prefetched.
+    /// prefetched; `v6` is the table's family (a decap node's constant).
     #[inline(always)]
-    pub fn start(&self, k: &DecapKey) -> u32 {
-        let i = self.home(k);
+    pub(crate) fn start(&self, k: &TableKey, v6: bool) -> u32 {
+        debug_assert_eq!(v6, self.v6);
+        let i = (slot_hash(&self.seeds, k, v6) >> self.shift) as u32;
         sluice_infra::prefetch(self.slots.as_ptr().wrapping_add(i as usize));
         i
     }
     /// The slot of `k` probing from slot `i`, or [`MISS`].
     #[inline(always)]
-    fn probe(&self, k: &DecapKey, i: usize) -> u32 {
-        self.find(k, i).map_or(MISS, |(r, _)| r)
+    fn probe(&self, k: &TableKey, i: usize, v6: bool) -> u32 {
+        self.find(k, i, v6).map_or(MISS, |(r, _)| r)
     }
-    /// The slot and entry of `k` probing from slot `i`.
+    /// The slot and entry of `k` probing from slot `i` (`v6`: the table's family).
     #[inline(always)]
-    fn find(&self, k: &DecapKey, mut i: usize) -> Option<(u32, &DecapEntry)> {
+    fn find(&self, k: &TableKey, mut i: usize, v6: bool) -> Option<(u32, &DecapEntry)> {
         let m = self.slots.len() - 1;
         loop {
             match self.slots.get(i & m) {
-                Some(Some(e)) if e.is(k) => return Some(((i & m) as u32, e)),
+                Some(Some(e)) if e.is(k, v6) => return Some(((i & m) as u32, e)),
                 Some(Some(_)) => i += 1,
                 _ => return None,
             }
@@ -1327,7 +1416,7 @@ impl DecapTable {
             };
             // The entry at `j` may fill the hole unless its home lies after the hole
             // (cyclically in (hole, j]): its probe would not reach the hole.
-            let h = self.home(&e.key()) as usize;
+            let h = self.home_of(&e.key()) as usize;
             if j.wrapping_sub(h) & m >= j.wrapping_sub(hole) & m {
                 self.slots[hole] = self.slots[j].take();
                 self.keep[hole] = self.keep[j].take();
@@ -1351,7 +1440,8 @@ impl DecapTable {
     /// The slot of `k`, or [`MISS`].
     #[inline(always)]
     pub fn lookup(&self, k: &DecapKey) -> u32 {
-        self.probe(k, self.home(k) as usize)
+        let p = pack(k, self.v6);
+        self.probe(&p, self.home_of(&p) as usize, self.v6)
     }
     /// Looks up every `keys[t]` into `out[t]` (a slot or [`MISS`]), probing from
     /// `homes[t]` (from [`DecapTable::start`], which prefetched the slot when the packet
@@ -1361,16 +1451,34 @@ impl DecapTable {
     /// but not when `l2_direct` (the node sends frames straight to `l2-input`) and the
     /// entry's mode says its frames go there: then nothing reads the record. The three
     /// slices are the frame's new keys in order, so the pass reads them in step, with no
-    /// index of packets.
+    /// index of packets. `V6` is the table's family.
     #[inline]
-    pub fn lookup_frame(&self, keys: &[DecapKey], homes: &[u32], out: &mut [u32], l2_direct: bool) {
+    pub(crate) fn lookup_frame<const V6: bool>(
+        &self,
+        keys: &[TableKey],
+        homes: &[u32],
+        out: &mut [u32],
+        l2_direct: bool,
+    ) {
+        debug_assert_eq!(V6, self.v6);
         let attrs = self.if_attrs.as_deref();
-        for ((k, &h), o) in keys.iter().zip(homes).zip(out.iter_mut()) {
-            let Some((r, e)) = self.find(k, h as usize) else {
-                *o = MISS;
+        let n = keys.len().min(homes.len()).min(out.len());
+        let (keys, homes, out) = (&keys[..n], &homes[..n], &mut out[..n]);
+        let (slots, m) = (&*self.slots, self.slots.len() - 1);
+        for t in 0..n {
+            let (k, mut i) = (&keys[t], homes[t] as usize & m);
+            let e = loop {
+                match slots.get(i) {
+                    Some(Some(e)) if e.is(k, V6) => break Some(e),
+                    Some(Some(_)) => i = (i + 1) & m,
+                    _ => break None,
+                }
+            };
+            let Some(e) = e else {
+                out[t] = MISS;
                 continue;
             };
-            *o = r;
+            out[t] = i as u32;
             e.prefetch_rx();
             match attrs {
                 Some(a) if !(l2_direct && e.bits & (MODE_XC | MODE_BD) != 0) => {
@@ -1601,16 +1709,17 @@ pub fn decap_key_of(fib: u32, kind: Kind, key: u32, src: IpAddr, dst: IpAddr) ->
     DecapKey {
         fib,
         key,
-        sub: sub_of(kind, key),
+        sub: sub_of(kind),
         src: from,
         dst: to,
     }
 }
 
 /// The decap key's sub-type of a tunnel.
-pub fn sub_of(kind: Kind, key: u32) -> u8 {
+pub fn sub_of(kind: Kind) -> u8 {
     match kind {
-        Kind::Gre { teb } => teb as u8 | ((key != 0) as u8) << 1,
+        // The key itself tells a keyed tunnel apart (0: none, as in VPP), not a bit here.
+        Kind::Gre { teb } => teb as u8,
         _ => 0,
     }
 }
@@ -1802,6 +1911,9 @@ impl<C> From<C> for Verdict<C> {
 pub trait DecapProto: Default + Send + 'static {
     /// What `parse` hands `finish` about a packet (header lengths, inner type).
     type Meta: Copy + Default + Send + 'static;
+    /// The underlay family: IPv6 (else IPv4, whose keys the node packs in two words:
+    /// [`TableKey`]).
+    const IP6: bool;
     /// The decap nodes' counters.
     type Counter: CounterId;
     /// The arc to `error-drop`.
@@ -1879,6 +1991,12 @@ const NO_KEY: DecapKey = DecapKey {
     dst: u128::MAX,
 };
 
+/// [`NO_KEY`] packed (in either family: its sub-type alone tells it apart).
+const NO_TABLE_KEY: TableKey = TableKey {
+    w: [u64::MAX; 5],
+    sub: u8::MAX,
+};
+
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
@@ -1896,7 +2014,8 @@ pub struct DecapFrame<P: DecapProto> {
     table: DecapTable,
     /// The frame's new keys in packet order (a key is new when it differs from the
     /// previous parsed packet's) from 1; at 0 the last frame's last key (or [`NO_KEY`]).
-    keys: Box<[DecapKey; FRAME_SIZE + 1]>,
+    /// Packed ([`TableKey`]): an IPv4 node writes and reads only the first two words.
+    keys: Box<[TableKey; FRAME_SIZE + 1]>,
     /// Their keys' home slots ([`DecapTable::start`]), by position in `keys`.
     homes: [u32; FRAME_SIZE + 1],
     /// Their lookup results (a slot or [`MISS`]), by position in `keys`.
@@ -1907,15 +2026,15 @@ pub struct DecapFrame<P: DecapProto> {
     nexts: [u16; FRAME_SIZE],
     /// The last key looked up and its result (kept across frames; cleared by any change
     /// of the table).
-    last: Option<(DecapKey, u32)>,
+    last: Option<(TableKey, u32)>,
 }
 
 impl<P: DecapProto> Default for DecapFrame<P> {
     fn default() -> Self {
         DecapFrame {
             proto: P::default(),
-            table: DecapTable::default(),
-            keys: Box::new([DecapKey::default(); FRAME_SIZE + 1]),
+            table: DecapTable::of_family(P::IP6),
+            keys: Box::new([TableKey::default(); FRAME_SIZE + 1]),
             homes: [0; FRAME_SIZE + 1],
             found: [MISS; FRAME_SIZE + 1],
             metas: Box::new([P::Meta::default(); FRAME_SIZE]),
@@ -1933,7 +2052,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let frame = &frame[..n];
         // `keys[0]` is the last frame's last key and `found[0]` its result (or a key no
         // packet has, not found): the frame's new keys are `keys[1..new]`.
-        (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_KEY, MISS));
+        (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_TABLE_KEY, MISS));
         // Pass 1: parse.
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
         let mut new = 1;
@@ -1952,14 +2071,20 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     self.nexts[j] = verdict::<P>(cx, &mut b, v);
                 }
                 Ok((k, m)) => {
+                    let k = pack(&k, P::IP6);
                     self.metas[j] = m;
-                    if prev == k {
+                    if same(&prev.w, prev.sub, &k, P::IP6) {
                         self.state[j] = SAME;
                     } else {
                         self.state[j] = NEW;
-                        self.keys[new] = k;
+                        // An IPv4 key is two words (the rest stay as they are, unread).
+                        let to = &mut self.keys[new];
+                        (to.w[0], to.w[1], to.sub) = (k.w[0], k.w[1], k.sub);
+                        if P::IP6 {
+                            to.w[2..].copy_from_slice(&k.w[2..]);
+                        }
                         // The slot's line is on its way while the frame is parsed.
-                        self.homes[new] = self.table.start(&k);
+                        self.homes[new] = self.table.start(&k, P::IP6);
                         new += 1;
                         prev = k;
                     }
@@ -1967,12 +2092,12 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             }
         }
         // Pass 2: the new keys' lookups, in stages over the frame.
-        self.table.lookup_frame(
-            &self.keys[1..new],
-            &self.homes[1..new],
-            &mut self.found[1..new],
-            P::L2_DIRECT.is_some(),
-        );
+        let (keys, homes) = (&self.keys[1..new], &self.homes[1..new]);
+        let (found, to_l2) = (&mut self.found[1..new], P::L2_DIRECT.is_some());
+        match P::IP6 {
+            true => self.table.lookup_frame::<true>(keys, homes, found, to_l2),
+            false => self.table.lookup_frame::<false>(keys, homes, found, to_l2),
+        }
         // Pass 3: finish.
         // The packet's key is `keys[at]`, its result `r`.
         let (mut at, mut r) = (0, self.found[0]);
@@ -2000,7 +2125,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     &b,
                     DecapTrace {
                         sw_if: e.map(|e| e.sw_if),
-                        key: self.keys.get(at).map_or(0, |k| k.key),
+                        key: self.keys.get(at).map_or(0, |k| k.w[0] as u32),
                     },
                 );
             }
@@ -2039,7 +2164,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     }
                 }
                 None => {
-                    let k = self.keys.get(at).copied().unwrap_or(NO_KEY);
+                    let k = self.keys.get(at).map_or(NO_KEY, |k| unpack(k, P::IP6));
                     let v = self.proto.miss(cx, &mut b, &k, m);
                     verdict::<P>(cx, &mut b, v)
                 }
@@ -2344,7 +2469,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     let l2_features = reg
         .slot(sluice_vnet::ethernet::ETHERNET_INPUT)
         .map(|s| (reg.table(), s));
-    let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let refused = Arc::new(std::sync::Mutex::new(None));
     let r = refused.clone();
     let underlay = Underlay::of(vm, ip6);
     vm.foreach_thread(move |tg| {
@@ -2357,12 +2482,13 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         let th = tg.thread();
         if let Some(tbl) = table_of(tg, decap) {
             tbl.set_if_attrs(if_attrs.clone(), l2_features.clone());
-            if tbl.insert(key, &de, th).is_err() {
-                r.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Err(e) = tbl.insert(key, &de, th) {
+                r.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
             }
         }
     });
-    if refused.load(std::sync::atomic::Ordering::Relaxed) {
+    let refused = *refused.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = refused {
         // Undo on every thread (removing a key a thread never took is a no-op).
         vm.foreach_thread(move |tg| {
             if let Some(n) = tg.node_mut::<Encap>(encap) {
@@ -2376,9 +2502,17 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         if t.mcast_if.is_some() {
             let _ = group_route(vm, false, a.dst, a.table_id, fib_index);
         }
-        return Err(VnetError::Full(
-            "decap table: no memory for another tunnel".into(),
-        ));
+        return Err(match e {
+            InsertError::NoMemory => {
+                VnetError::Full("decap table: no memory for another tunnel".into())
+            }
+            InsertError::NoRow => {
+                VnetError::System("decap table: the tunnel's counters lack a thread".into())
+            }
+            InsertError::Family => {
+                VnetError::Invalid("decap table: an IPv6 key in an IPv4 table".into())
+            }
+        });
     }
     let t = Tunnel {
         instance,
@@ -2686,9 +2820,13 @@ mod tests {
     /// The interfaces of the tunnels `lookup_frame` finds for `keys` (all of them to do,
     /// their slots started as the decap node starts them).
     fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<Option<u32>> {
-        let homes: Vec<u32> = keys.iter().map(|k| t.start(k)).collect();
+        let keys: Vec<TableKey> = keys.iter().map(|k| t.pack(k)).collect();
+        let homes: Vec<u32> = keys.iter().map(|k| t.start(k, t.v6)).collect();
         let mut out = vec![0; keys.len()];
-        t.lookup_frame(keys, &homes, &mut out, false);
+        match t.v6 {
+            true => t.lookup_frame::<true>(&keys, &homes, &mut out, false),
+            false => t.lookup_frame::<false>(&keys, &homes, &mut out, false),
+        }
         out.iter().map(|&r| sw_of(t, r)).collect()
     }
 
@@ -2753,9 +2891,7 @@ mod tests {
             Kind::Srv6 { l2: true },
         ];
         for kind in kinds {
-            for key in [0, 1, 0x00ff_ffff, u32::MAX] {
-                assert_ne!(sub_of(kind, key), NO_KEY.sub, "{kind:?} key {key}");
-            }
+            assert_ne!(sub_of(kind), NO_KEY.sub, "{kind:?}");
         }
     }
 
@@ -2828,6 +2964,32 @@ mod tests {
         assert_eq!(Arc::strong_count(&c), 2);
         drop(spec);
         assert_eq!(Arc::strong_count(&c), 1);
+    }
+
+    #[test]
+    fn ipv4_table_refuses_an_ipv6_key() {
+        let mut t = DecapTable::of_family(false);
+        for wide in [1u128 << 32, 1 << 127] {
+            let mut k = key(1);
+            k.src |= wide;
+            assert_eq!(t.insert(k, &entry(13), 0), Err(InsertError::Family));
+            let mut k = key(2);
+            k.dst |= wide;
+            assert_eq!(t.insert(k, &entry(14), 0), Err(InsertError::Family));
+        }
+        // Not kept under the key's low 32 bits either.
+        assert_eq!(
+            (t.lookup(&key(1)), t.lookup(&key(2)), t.len()),
+            (MISS, MISS, 0)
+        );
+        t.insert(key(1), &entry(13), 0).unwrap();
+        assert_eq!(find(&t, &key(1)), Some(13));
+        // An IPv6 table takes it.
+        let mut t = DecapTable::of_family(true);
+        let mut k = key(1);
+        k.src |= 1 << 127;
+        t.insert(k, &entry(13), 0).unwrap();
+        assert_eq!((find(&t, &k), t.lookup(&key(1))), (Some(13), MISS));
     }
 
     /// Keys of `t` (8 slots) whose home slot is `h`, the first `n` found.
@@ -3000,6 +3162,81 @@ mod tests {
     }
 
     #[test]
+    fn decap_table_ipv4_keys_in_two_words() {
+        // An IPv4 table packs a key in two words (table and key; source and destination):
+        // 4 × 4096 keys differing in one field only (the table, the VNI, the source, the
+        // destination) each find their own tunnel, in lookups and in a frame, keys one bit
+        // off in any field (or of the other sub-type) miss, no key probes far from its
+        // home, and packing loses nothing.
+        let base = DecapKey {
+            fib: 2,
+            key: 7,
+            sub: 0,
+            src: 0x0a00_0002,
+            dst: 0x0a00_0001,
+        };
+        let vary = |f: u32, n: u32| match f {
+            0 => DecapKey { fib: n, ..base },
+            1 => DecapKey {
+                key: n << 4,
+                ..base
+            },
+            2 => DecapKey {
+                src: base.src ^ (n as u128) << 12,
+                ..base
+            },
+            _ => DecapKey {
+                dst: base.dst ^ (n as u128) << 8,
+                ..base
+            },
+        };
+        let keys: Vec<DecapKey> = (0..4)
+            .flat_map(|f| (1..=4096).map(move |n| vary(f, n)))
+            .collect();
+        for seed in [0, 5, 0x5eed] {
+            let mut t = DecapTable::with_seed_family(seed, false);
+            for (i, k) in keys.iter().enumerate() {
+                t.insert(*k, &entry(i as u32), 0).unwrap();
+            }
+            assert_eq!(t.len(), keys.len());
+            let m = t.slots.len() - 1;
+            let mut longest = 0;
+            for (i, k) in keys.iter().enumerate() {
+                assert_eq!(unpack(&t.pack(k), false), *k);
+                let r = t.lookup(k);
+                assert_eq!(sw_of(&t, r), Some(i as u32), "seed {seed} key {i}");
+                longest = longest.max((r as usize).wrapping_sub(t.home(k) as usize) & m);
+                let off = [
+                    DecapKey {
+                        fib: k.fib ^ 1 << 31,
+                        ..*k
+                    },
+                    DecapKey {
+                        key: k.key ^ 1 << 30,
+                        ..*k
+                    },
+                    DecapKey { sub: 1, ..*k },
+                    DecapKey {
+                        src: k.src ^ 1 << 31,
+                        ..*k
+                    },
+                    DecapKey {
+                        dst: k.dst ^ 1,
+                        ..*k
+                    },
+                ];
+                for o in off {
+                    assert_eq!(t.lookup(&o), MISS, "seed {seed} key {i}: {o:?}");
+                }
+            }
+            assert!(longest < 64, "seed {seed}: a key {longest} slots from home");
+            let some: Vec<DecapKey> = keys.iter().step_by(97).copied().collect();
+            let want: Vec<Option<u32>> = (0..keys.len() as u32).step_by(97).map(Some).collect();
+            assert_eq!(frame(&t, &some), want, "seed {seed}");
+        }
+    }
+
+    #[test]
     fn decap_table_patterned_keys_spread_like_random_ones() {
         // 16,384 keys (a table at its most loaded, half full) of each pattern a hash that
         // xors key words together, or multiplies twice without folding the high bits down,
@@ -3051,27 +3288,31 @@ mod tests {
                         }
                     })
                     .collect();
-                let mut t = DecapTable::with_seed(seed);
-                for (i, k) in keys.iter().enumerate() {
-                    t.insert(*k, &entry(i as u32), 0).unwrap();
+                // IPv4 keys also in an IPv4 table (two words, one multiply).
+                let v4 = keys.iter().all(|k| (k.src | k.dst) >> 32 == 0);
+                for v6 in [true, false].into_iter().filter(|&v6| v6 || v4) {
+                    let mut t = DecapTable::with_seed_family(seed, v6);
+                    for (i, k) in keys.iter().enumerate() {
+                        t.insert(*k, &entry(i as u32), 0).unwrap();
+                    }
+                    assert_eq!(t.len(), N as usize, "{name}: keys not distinct");
+                    let m = t.slots.len() - 1;
+                    let (mut longest, mut sum) = (0, 0);
+                    for (i, k) in keys.iter().enumerate() {
+                        let r = t.lookup(k);
+                        assert_eq!(sw_of(&t, r), Some(i as u32), "seed {seed} {name} key {i}");
+                        let d = (r as usize).wrapping_sub(t.home(k) as usize) & m;
+                        longest = longest.max(d);
+                        sum += d;
+                    }
+                    let mean = sum as f64 / N as f64;
+                    assert!(
+                        mean < 0.7 && longest < 48,
+                        "seed {seed} {name} v6 table {v6}: mean distance {mean:.2}, \
+                         longest {longest} ({} slots)",
+                        m + 1
+                    );
                 }
-                assert_eq!(t.len(), N as usize, "{name}: keys not distinct");
-                let m = t.slots.len() - 1;
-                let (mut longest, mut sum) = (0, 0);
-                for (i, k) in keys.iter().enumerate() {
-                    let r = t.lookup(k);
-                    assert_eq!(sw_of(&t, r), Some(i as u32), "seed {seed} {name} key {i}");
-                    let d = (r as usize).wrapping_sub(t.home(k) as usize) & m;
-                    longest = longest.max(d);
-                    sum += d;
-                }
-                let mean = sum as f64 / N as f64;
-                assert!(
-                    mean < 0.7 && longest < 48,
-                    "seed {seed} {name}: mean distance {mean:.2}, longest {longest} \
-                     ({} slots)",
-                    m + 1
-                );
             }
         }
     }

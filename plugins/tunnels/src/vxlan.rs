@@ -104,6 +104,7 @@ pub struct VxlanInput<const V6: bool>;
 impl<const V6: bool> DecapProto for VxlanInput<V6> {
     /// The outer IP header's length.
     type Meta = u16;
+    const IP6: bool = V6;
     type Counter = VxlanCounter;
     const DROP: Next = VxlanNext::Drop.next();
     const DECAPSULATED: VxlanCounter = VxlanCounter::Decapsulated;

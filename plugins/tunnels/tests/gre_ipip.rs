@@ -209,6 +209,63 @@ fn gre_teb_with_key_bridges_and_counts_bad_headers() {
     assert_eq!(in_use(&vm), 0);
 }
 
+/// A GRE key of 0 is no key, as in VPP (`gre_key_is_valid`: key != 0; `gre_mk_key4` puts
+/// the packet's key, 0 without the K bit, in the lookup key): a tunnel created with
+/// `key 0` sends no K bit and takes packets without a key and with the K bit and key 0;
+/// a packet with another key is no tunnel's.
+#[test]
+fn gre_key_0_is_no_key() {
+    let (mut vm, t) = routed();
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create gre tunnel src 10.0.0.1 dst 10.0.0.2 teb key 0",
+            "set interface state gre0 up",
+            "set interface l3 pg1",
+            "set interface l2 bridge pg1 1",
+            "set interface l2 bridge gre0 1",
+        ],
+    );
+    // `key 0` is no key: a keyless TEB tunnel between the same endpoints is the same
+    // tunnel; an L3 one is not (VPP's key includes the type).
+    let e = cli_err(
+        &mut vm,
+        &t,
+        "create gre tunnel src 10.0.0.1 dst 10.0.0.2 teb",
+    );
+    assert!(e.contains("same endpoints"), "{e}");
+    assert_eq!(
+        cli(&mut vm, &t, "create gre tunnel src 10.0.0.1 dst 10.0.0.2"),
+        "gre1\n"
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let inner = inner_frame([0x02, 0xbb, 0, 0, 0, 2], [0x02, 0xaa, 0, 0, 0, 1], 30);
+    let out = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 1);
+    let mut g = gre_hdr(0x6558, None);
+    g.extend_from_slice(&inner);
+    assert_eq!(out, vec![under(false, true, 47, &g, pg0)], "no K bit");
+    let back = |n: usize| inner_frame([0x02, 0xaa, 0, 0, 0, 1], [0x02, 0xbb, 0, 0, 0, 2], n);
+    let mk = |key: Option<u32>, n: usize| {
+        let mut g = gre_hdr(0x6558, key);
+        g.extend_from_slice(&back(n));
+        under(false, false, 47, &g, pg0)
+    };
+    let frames = [
+        mk(None, 31),
+        mk(Some(0), 32),
+        mk(Some(5), 33),
+        mk(Some(0), 34),
+    ];
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames, 3);
+    assert_eq!(out, vec![back(31), back(32), back(34)]);
+    assert_eq!(counter(&vm, "gre4-input", "decapsulated"), 3);
+    assert_eq!(counter(&vm, "gre4-input", "no_such_tunnel"), 1);
+    let show = cli(&mut vm, &t, "show gre tunnel");
+    assert!(!show.contains("key"), "{show}");
+    assert_eq!(in_use(&vm), 0);
+}
+
 #[test]
 fn ipip_all_four_combinations() {
     for v6_under in [false, true] {
