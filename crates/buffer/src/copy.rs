@@ -1,5 +1,6 @@
-//! Short copies inline: a node writing a packet or a rewrite of a few dozen bytes per packet
-//! (`pg-input`, the tunnels' encap).
+//! Short copies inline: a node writing a packet of a few dozen bytes per packet (`pg-input`).
+//! The tunnels' `copy_rewrite` (plugins/tunnels) is a twin kept for 1-2 instructions a
+//! packet of their encap nodes (docs/benchmarking.md, round 2, fourteenth step).
 
 /// The longest copy [`copy_small`] does.
 pub const COPY_SMALL_MAX: usize = 128;
