@@ -272,26 +272,25 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             .unwrap_or(0);
         if kind == Kind::Miss {
             // Every packet dropped as `no_match`, none sent.
-            let r = crate::replay_path_to(
+            let r = crate::replay_path(
                 o,
                 vm,
                 &t,
-                &pcap,
-                "pg0",
-                Some("ethernet-input"),
-                &MISS_PATH,
-                MISS_LABEL,
-                crate::Sink::Drop,
-                &|_, _| {},
-                &|vm, t| {
-                    let sent = crate::total_vectors(vm, vm.registry.find("pg-tx").expect("pg-tx"));
-                    assert_eq!(sent, 0, "{MISS_LABEL}: packets sent, not denied");
-                    let denied = error_count(&cli(vm, t, "show errors"), "no ACL rule matched");
-                    let all = o.packets / 2 * (o.runs as u64 + 1);
-                    assert_eq!(
-                        denied, all,
-                        "{MISS_LABEL}: packets denied (no_match) against packets sent in"
-                    );
+                crate::Replay {
+                    node: Some("ethernet-input"),
+                    sink: crate::Sink::Drop,
+                    after: &|vm, t| {
+                        let sent =
+                            crate::total_vectors(vm, vm.registry.find("pg-tx").expect("pg-tx"));
+                        assert_eq!(sent, 0, "{MISS_LABEL}: packets sent, not denied");
+                        let denied = error_count(&cli(vm, t, "show errors"), "no ACL rule matched");
+                        let all = o.packets / 2 * (o.runs as u64 + 1);
+                        assert_eq!(
+                            denied, all,
+                            "{MISS_LABEL}: packets denied (no_match) against packets sent in"
+                        );
+                    },
+                    ..crate::Replay::new(&pcap, &MISS_PATH, MISS_LABEL)
                 },
             );
             let (path, _) = crate::clock_cells(&r.node_clocks);
@@ -312,23 +311,22 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         }
         // Stateful: the counters as each run starts (the last call sees the earlier runs).
         let seen = std::cell::Cell::new((0u64, 0u64));
-        let r = crate::replay_path_each(
+        let r = crate::replay_path(
             o,
             vm,
             &t,
-            &pcap,
-            "pg0",
-            Some("ethernet-input"),
-            &PATH,
-            "acl",
-            &|vm, t| {
-                if stateful {
-                    let e = cli(vm, t, "show errors");
-                    seen.set((
-                        error_count(&e, "sessions created (permit+reflect)"),
-                        error_count(&e, "packets admitted by a session"),
-                    ));
-                }
+            crate::Replay {
+                node: Some("ethernet-input"),
+                before: &|vm, t| {
+                    if stateful {
+                        let e = cli(vm, t, "show errors");
+                        seen.set((
+                            error_count(&e, "sessions created (permit+reflect)"),
+                            error_count(&e, "packets admitted by a session"),
+                        ));
+                    }
+                },
+                ..crate::Replay::new(&pcap, &PATH, "acl")
             },
         );
         if stateful {

@@ -213,7 +213,15 @@ fn run_case_with(
     );
     let pcap = dir.join(format!("ip4-{}.pcap", routes.len()));
     write_pcap(&pcap, &frames(&routes, 0x5eed));
-    let r = crate::replay_path(o, vm, &t, &pcap, Some("ethernet-input"), path, name);
+    let r = crate::replay_path(
+        o,
+        vm,
+        &t,
+        crate::Replay {
+            node: Some("ethernet-input"),
+            ..crate::Replay::new(&pcap, path, name)
+        },
+    );
     Case {
         name: name.to_string(),
         routes: routes.len(),

@@ -157,7 +157,15 @@ fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u128, u8)>, dir: &std::pat
     );
     let pcap = dir.join(format!("ip6-{}.pcap", routes.len()));
     write_pcap(&pcap, &frames(&destination_routes(name, &routes), 0x5eed));
-    let r = crate::replay_path(o, vm, &t, &pcap, Some("ethernet-input"), &PATH, name);
+    let r = crate::replay_path(
+        o,
+        vm,
+        &t,
+        crate::Replay {
+            node: Some("ethernet-input"),
+            ..crate::Replay::new(&pcap, &PATH, name)
+        },
+    );
     Case {
         name: name.to_string(),
         routes: routes.len(),

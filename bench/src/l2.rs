@@ -96,7 +96,15 @@ fn run(
     let setup_s = t0.elapsed().as_secs_f64();
     let pcap = dir.join(pcap_name);
     write_pcap(&pcap, &frames());
-    let r = crate::replay_path_each(o, vm, &t, &pcap, "pg0", None, &PATH, name, before);
+    let r = crate::replay_path(
+        o,
+        vm,
+        &t,
+        crate::Replay {
+            before,
+            ..crate::Replay::new(&pcap, &PATH, name)
+        },
+    );
     let (a, m, b) = r.mpps;
     let node: Vec<f64> = r.node_clocks.iter().map(|c| c.1).collect();
     let path: f64 = node.iter().sum();

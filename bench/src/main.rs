@@ -361,85 +361,46 @@ impl PathResult {
     }
 }
 
-/// Replays `pcap` from pg0 (into `node`, else the stream's default) once to warm up and
-/// then `o.runs` times, `o.packets / 2` packets each, on the main thread; reads the
-/// clocks/packet of every node of `path` from the runtime statistics. Fails if anything
-/// reached `error-drop` (the path is not what it claims) or buffers leaked.
-pub(crate) fn replay_path(
-    o: &Opts,
-    vm: Vlib,
-    t: &CommandTree<Vlib>,
-    pcap: &std::path::Path,
-    node: Option<&str>,
-    path: &[&str],
-    name: &str,
-) -> PathResult {
-    replay_path_from(o, vm, t, pcap, "pg0", node, path, name)
+/// What [`replay_path`] replays and measures: [`Replay::new`] and the fields to change.
+pub(crate) struct Replay<'a> {
+    /// The frames, replayed in a loop.
+    pub pcap: &'a std::path::Path,
+    /// The pg interface receiving them (`pg0`).
+    pub source: &'a str,
+    /// The node the stream starts at (`None`: the stream's default).
+    pub node: Option<&'a str>,
+    /// The nodes whose clocks/packet are measured, in order.
+    pub path: &'a [&'a str],
+    /// The case's name (in a failed run's message).
+    pub name: &'a str,
+    /// Where the path ends ([`Sink::Tx`]).
+    pub sink: Sink,
+    /// Called ahead of each run (warm-up included), e.g. to flush learned state so every
+    /// run starts from the same table (nothing).
+    pub before: &'a dyn Fn(&mut Vlib, &CommandTree<Vlib>),
+    /// Called once the runs are done, ahead of the leak check, e.g. to take down what
+    /// holds buffers by design (nothing).
+    pub after: &'a dyn Fn(&mut Vlib, &CommandTree<Vlib>),
 }
 
-/// [`replay_path`] with the frames received on pg interface `source`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn replay_path_from(
-    o: &Opts,
-    vm: Vlib,
-    t: &CommandTree<Vlib>,
-    pcap: &std::path::Path,
-    source: &str,
-    node: Option<&str>,
-    path: &[&str],
-    name: &str,
-) -> PathResult {
-    replay_path_each(o, vm, t, pcap, source, node, path, name, &|_, _| {})
+impl<'a> Replay<'a> {
+    /// `pcap` from pg0 into the stream's default node, measuring `path`, ending at pg-tx,
+    /// nothing called before or after the runs.
+    pub(crate) fn new(pcap: &'a std::path::Path, path: &'a [&'a str], name: &'a str) -> Self {
+        Replay {
+            pcap,
+            source: "pg0",
+            node: None,
+            path,
+            name,
+            sink: Sink::Tx,
+            before: &|_, _| {},
+            after: &|_, _| {},
+        }
+    }
 }
 
-/// [`replay_path_from`] calling `before` ahead of each run (warm-up included), e.g. to
-/// flush learned state so every run starts from the same table.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn replay_path_each(
-    o: &Opts,
-    vm: Vlib,
-    t: &CommandTree<Vlib>,
-    pcap: &std::path::Path,
-    source: &str,
-    node: Option<&str>,
-    path: &[&str],
-    name: &str,
-    before: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
-) -> PathResult {
-    replay_path_full(o, vm, t, pcap, source, node, path, name, before, &|_, _| {})
-}
-
-/// [`replay_path_each`] calling `after` once the runs are done, ahead of the leak check
-/// (e.g. to take down what holds buffers by design).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn replay_path_full(
-    o: &Opts,
-    vm: Vlib,
-    t: &CommandTree<Vlib>,
-    pcap: &std::path::Path,
-    source: &str,
-    node: Option<&str>,
-    path: &[&str],
-    name: &str,
-    before: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
-    after: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
-) -> PathResult {
-    replay_path_to(
-        o,
-        vm,
-        t,
-        pcap,
-        source,
-        node,
-        path,
-        name,
-        Sink::Tx,
-        before,
-        after,
-    )
-}
-
-/// Where a [`replay_path_to`] path ends, and so whether a dropped packet fails the run.
+/// Where a [`replay_path`] path ends, and so whether a dropped packet fails the run.
 #[derive(Clone, Copy, PartialEq)]
 pub(crate) enum Sink {
     /// `pg-tx`: a forwarding path; any packet dropped on the way panics ("the path is not
@@ -459,21 +420,27 @@ impl Sink {
     }
 }
 
-/// [`replay_path_full`] whose runs end when the [`Sink`] node has seen their packets.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn replay_path_to(
+/// Replays `r.pcap` from `r.source` (into `r.node`, else the stream's default) once to
+/// warm up and then `o.runs` times, `o.packets / 2` packets each, on the main thread, each
+/// run ending when the [`Sink`] node has seen its packets; reads the clocks/packet of every
+/// node of `r.path` from the runtime statistics. Fails if anything reached `error-drop`
+/// (the path is not what it claims; unless the sink is `error-drop`) or buffers leaked.
+pub(crate) fn replay_path(
     o: &Opts,
     mut vm: Vlib,
     t: &CommandTree<Vlib>,
-    pcap: &std::path::Path,
-    source: &str,
-    node: Option<&str>,
-    path: &[&str],
-    name: &str,
-    sink: Sink,
-    before: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
-    after: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
+    r: Replay<'_>,
 ) -> PathResult {
+    let Replay {
+        pcap,
+        source,
+        node,
+        path,
+        name,
+        sink,
+        before,
+        after,
+    } = r;
     let drop_sink = sink == Sink::Drop;
     let sink = vm.registry.find(sink.node()).expect("sink node");
     let packets = o.packets / 2;

@@ -141,9 +141,14 @@ pub fn bench_memif(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
                 vm.run_main_once();
             }
         };
-        let nothing = |_: &mut Vlib, _: &CommandTree<Vlib>| {};
-        let r = crate::replay_path_full(
-            o, vm, &t, &pcap, "pg0", None, &PATH, "memif", &nothing, &down,
+        let r = crate::replay_path(
+            o,
+            vm,
+            &t,
+            crate::Replay {
+                after: &down,
+                ..crate::Replay::new(&pcap, &PATH, "memif")
+            },
         );
         let (a, m, b) = r.mpps;
         let _ = writeln!(

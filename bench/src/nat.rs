@@ -7,7 +7,7 @@
 //! nat44-ed-out2in -> ip4-lookup -> ip4-rewrite -> interface-output -> pg-tx. Frames visit
 //! the sessions in a shuffled order (no locality the traffic would not have).
 
-use crate::{cli, replay_path_from, write_pcap, Rng};
+use crate::{cli, replay_path, write_pcap, Replay, Rng};
 use sluice_cli::CommandTree;
 use sluice_graph::Vlib;
 use std::fmt::Write as _;
@@ -246,7 +246,16 @@ fn nat_case(o: &crate::Opts, n: u32, out2in: bool, dir: &std::path::Path) -> Cas
         ("pg0", &PATH_I2O[..])
     };
     let name = format!("nat {n} {}", if out2in { "out2in" } else { "in2out" });
-    let r = replay_path_from(o, vm, &t, &pcap, src, Some("ethernet-input"), path, &name);
+    let r = replay_path(
+        o,
+        vm,
+        &t,
+        Replay {
+            source: src,
+            node: Some("ethernet-input"),
+            ..Replay::new(&pcap, path, &name)
+        },
+    );
     let nat_clocks = r.node_clocks[2].1;
     let _ = std::fs::remove_file(&setup_pcap);
     let _ = std::fs::remove_file(&pcap);
@@ -268,15 +277,14 @@ fn base_case(o: &crate::Opts, n: u32, dir: &std::path::Path) -> ((f64, f64, f64)
     setup(&mut vm, &t, None);
     let pcap = dir.join(format!("nat-base-{n}.pcap"));
     write_pcap(&pcap, &in2out_frames(&shuffled(n, 0x5eed ^ n as u64)));
-    let r = replay_path_from(
+    let r = replay_path(
         o,
         vm,
         &t,
-        &pcap,
-        "pg0",
-        Some("ethernet-input"),
-        &PATH_IP4,
-        "ip4 base",
+        Replay {
+            node: Some("ethernet-input"),
+            ..Replay::new(&pcap, &PATH_IP4, "ip4 base")
+        },
     );
     let _ = std::fs::remove_file(&pcap);
     (r.mpps, r.node_clocks.iter().map(|x| x.1).sum())

@@ -156,7 +156,7 @@ fn case(
     }
     let pcap = dir.join(format!("{}.pcap", name.replace([' ', ','], "_")));
     write_pcap(&pcap, frames);
-    let r = crate::replay_path(o, vm, t, &pcap, None, path, name);
+    let r = crate::replay_path(o, vm, t, crate::Replay::new(&pcap, path, name));
     let (a, m, b) = r.mpps;
     let path_clk: f64 = r.node_clocks.iter().map(|c| c.1).sum();
     let _ = writeln!(

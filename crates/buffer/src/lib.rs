@@ -10,6 +10,7 @@
 //! sound only for the current owner of the index, which the graph runtime guarantees by moving
 //! indices linearly through frames.
 
+mod copy;
 mod header;
 mod pool;
 
@@ -21,6 +22,7 @@ mod pool;
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("sluice-buffer needs a 64-bit usize (its header windows compute through u32)");
 
+pub use copy::{copy_small, COPY_SMALL_MAX};
 pub use header::{flags, BufIdx, BufferHeader, IfIndex, IpMeta, L2Meta};
 pub use pool::{
     Arena, Backing, BufferCache, BufferPool, FrameAddrs, PageSize, PoolConfig, PoolError,

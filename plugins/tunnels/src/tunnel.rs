@@ -549,7 +549,9 @@ fn l3_proto(first: Option<&u8>) -> Option<(u8, u16)> {
 /// Copies the first `h.len()` bytes of `rw` into `h` (the rewrite into the pushed
 /// headroom) as two overlapping fixed-size copies, the first and the last 16, 32 or 64
 /// bytes (what `memcpy` does for small sizes, but inline: no call and no length dispatch per
-/// packet for the 20- to 56-byte rewrites of the IP tunnels).
+/// packet for the 20- to 56-byte rewrites of the IP tunnels). A twin of
+/// `sluice_buffer::copy_small`, kept for the 1-2 instructions a packet the encap nodes lose
+/// through it (docs/benchmarking.md, round 2, fourteenth step).
 #[inline(always)]
 fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
     debug_assert!(

@@ -33,7 +33,7 @@ use crate::error::{VnetError, VnetResult};
 use crate::interface::{counter, IfCounters, Interfaces};
 use crate::pg::stream::{Pacer, Source, StreamDef};
 use crate::SwIfIndex;
-use sluice_buffer::{BufIdx, Buffer, BufferHeader};
+use sluice_buffer::{copy_small, BufIdx, Buffer, BufferHeader, COPY_SMALL_MAX};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::pcap::{point, PcapSink};
 use sluice_graph::{
@@ -135,45 +135,20 @@ fn paced_want(s: &mut StreamRt, now: u64, hz: f64) -> usize {
     allowed.min(FRAME as u64) as usize
 }
 
-/// `p` into the start of `d` as two overlapping `K`-byte copies, its first and its last `K`
-/// bytes: for `K <= p.len() <= 2 * K`. False, having copied nothing: `p` shorter than `K`
-/// or longer than `d` (what the caller's checks rule out).
-///
-/// (The tunnels plugin's `copy_rewrite::two` does the same for rewrites: a candidate for
-/// one shared small-copy helper in `sluice-buffer`.)
-#[inline(always)]
-fn two<const K: usize>(d: &mut [u8], p: &[u8]) -> bool {
-    debug_assert!(p.len() <= 2 * K, "{} bytes in two {K}-byte copies", p.len());
-    let n = p.len();
-    if let (Some(a), Some(b)) = (p.first_chunk::<K>(), p.last_chunk::<K>()) {
-        if let Some(d) = d.get_mut(..n) {
-            d[..K].copy_from_slice(a);
-            d[n - K..].copy_from_slice(b);
-            return true;
-        }
-    }
-    false
-}
-
-/// [`Buffer::write_packet`] (the packet at the data start), inline for a packet of 16 to
-/// 128 bytes: two overlapping fixed-size copies, the first and the last 16, 32 or 64 bytes
-/// (what `memcpy` does for small sizes, without its call, its length dispatch and the
-/// registers the call makes the loop spill). Longer, shorter or in a data area shorter than
-/// 128 bytes (`PoolConfig` allows none under 256 today): `write_packet`. Returns the bytes
-/// copied.
+/// [`Buffer::write_packet`] (the packet at the data start), inline for a packet of at most
+/// [`COPY_SMALL_MAX`] bytes ([`copy_small`]: two overlapping fixed-size copies, without
+/// `memcpy`'s call, its length dispatch and the registers the call makes the loop spill).
+/// Longer, or in a data area shorter than [`COPY_SMALL_MAX`] bytes (`PoolConfig` allows none
+/// under 256 today): `write_packet`. Returns the bytes copied.
 #[inline(always)]
 fn write_short(v: &mut Buffer<'_>, p: &[u8]) -> usize {
     let n = p.len();
     v.hdr.current_data = 0;
     let d = v.raw_data_mut();
-    if !(16..=128).contains(&n) || d.len() < 128 {
+    if n > COPY_SMALL_MAX || d.len() < COPY_SMALL_MAX {
         return v.write_packet(p);
     }
-    let copied = match n {
-        16..32 => two::<16>(d, p),
-        32..64 => two::<32>(d, p),
-        _ => two::<64>(d, p),
-    };
+    let copied = copy_small(d, p);
     // The tests above rule out a failed copy. (Not a fallback to `write_packet`: that
     // cost pg-input 2 instructions a packet, 64.3 -> 66.3, with the compiler keeping it.)
     debug_assert!(copied, "{n} bytes not copied into {}", d.len());
@@ -948,37 +923,6 @@ mod tests {
             enabled: Arc::default(),
             counters: Arc::new(IfCounters::new(1)),
         }
-    }
-
-    /// `two`'s limits, on data areas around the 128 bytes `write_short` asks for (the
-    /// pool allows none under 256, so `write_short` itself cannot meet them): a packet
-    /// longer than the area or shorter than `K` is not copied, one that fits exactly is.
-    #[test]
-    fn two_copies_only_what_fits() {
-        for area in [127usize, 128, 129] {
-            for len in [16usize, 31, 32, 63, 64, 100, 127, 128] {
-                let p: Vec<u8> = (0..len).map(|i| (i * 5 + 1) as u8).collect();
-                let mut d = vec![0xeeu8; area];
-                let copied = match len {
-                    16..32 => two::<16>(&mut d, &p),
-                    32..64 => two::<32>(&mut d, &p),
-                    _ => two::<64>(&mut d, &p),
-                };
-                assert_eq!(copied, len <= area, "len {len}, area {area}");
-                if copied {
-                    assert_eq!(d[..len], p[..], "len {len}, area {area}");
-                    assert!(
-                        d[len..].iter().all(|&x| x == 0xee),
-                        "len {len}, area {area}"
-                    );
-                } else {
-                    assert!(d.iter().all(|&x| x == 0xee), "len {len}, area {area}");
-                }
-            }
-        }
-        let mut d = [0xeeu8; 128];
-        assert!(!two::<32>(&mut d, &[1; 31]), "shorter than K");
-        assert!(d.iter().all(|&x| x == 0xee));
     }
 
     #[test]
