@@ -11,6 +11,7 @@ pub mod bitmap;
 pub mod clock;
 pub mod epoch;
 pub mod files;
+pub mod flowtab;
 pub mod hash;
 pub mod pool;
 pub mod seqpacket;

@@ -109,8 +109,8 @@ sluice_graph::counters! {
         UnsupportedIcmp => error("unsupported_icmp", "unsupported ICMP type"),
         /// Unsupported protocol.
         UnsupportedProtocol => error("unsupported_protocol", "unsupported protocol"),
-        /// Key digest collision.
-        HashCollision => error("hash_collision", "session key digest collision"),
+        /// A new session's flow key is in use (by another flow or its own other flow).
+        HashCollision => error("hash_collision", "a new session's flow key is in use"),
         /// ICMP error for no session.
         IcmpErrorNoSession => error("icmp_error_no_session", "ICMP error for no session"),
     }
