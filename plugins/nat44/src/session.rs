@@ -419,6 +419,9 @@ pub struct Table {
     pub stats: Stats,
     /// Bumped by every create: a miss taken before is still a miss while it is unchanged.
     creations: u64,
+    /// Tests narrow the digests to force flows onto one digest.
+    #[cfg(test)]
+    digest_mask: u64,
 }
 
 /// [`Table::probe_many`]'s value for a digest the table does not hold (no flow's value:
@@ -502,6 +505,8 @@ impl Table {
             rng: seed | 1,
             stats: Stats::default(),
             creations: 0,
+            #[cfg(test)]
+            digest_mask: u64::MAX,
         }
     }
 
@@ -554,7 +559,10 @@ impl Table {
     /// The table key of a flow key (its keyed digest), for [`Table::probe_many`].
     #[inline(always)]
     pub fn key_digest(&self, k: Key) -> u64 {
-        self.hasher.hash(k.0[0], k.0[1])
+        let d = self.hasher.hash(k.0[0], k.0[1]);
+        #[cfg(test)]
+        let d = d & self.digest_mask;
+        d
     }
 
     /// The table's values for many digests at once (`out[i]` for `digests[i]`, [`MISS`]
@@ -1328,7 +1336,7 @@ mod tests {
 
     /// The session and flow of a flow key, whether expired or not.
     fn lookup(tb: &Table, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
-        let v = tb.value(tb.digest(side, t, fib))?;
+        let v = tb.find(Key::new(side, t, fib))?;
         tb.matched(side, t, fib, v).map(|(i, which, _)| (i, which))
     }
 
@@ -1399,5 +1407,42 @@ mod tests {
         tcp_update(&mut r, true, SYN);
         tcp_update(&mut r, false, SYN | ACK);
         assert_eq!(tcp_update(&mut r, false, RST), Class::TcpTransitory);
+    }
+
+    /// Flows whose digests are equal (all of them here: the mask keeps none of the bits)
+    /// coexist: each session is created (none refused as a collision), the exact lookup
+    /// finds each, and a hit given the table's first candidate (another flow's value) is
+    /// still the packet's own flow (`hit_session` tries the other candidates).
+    #[test]
+    fn flows_with_one_digest_coexist() {
+        let e = Epochs::new(1);
+        let to = Timeouts::default();
+        let mut tb = Table::new(16, 3);
+        tb.digest_mask = 0;
+        let ids: Vec<u32> = (0..5)
+            .map(|n| {
+                tb.create(&e, session(1000 + n, 2000 + n), 1.0, &to)
+                    .expect("create")
+            })
+            .collect();
+        let first = tb.probe(0);
+        assert_ne!(first, MISS);
+        for (n, &i) in ids.iter().enumerate() {
+            let k = t(10, 1000 + n as u16, 99, 53);
+            assert_eq!(lookup(&tb, Side::In, &k, 0), Some((i, 0)), "session {n}");
+            match tb.hit(Key::new(Side::In, &k, 0), first, 1.5, &to, 60, 0) {
+                Hit::Live { i: got, which, .. } => assert_eq!((got, which), (i, 0), "session {n}"),
+                h => panic!("session {n}: {h:?}"),
+            }
+        }
+        // The same key twice is still refused.
+        assert_eq!(
+            tb.create(&e, session(1002, 2002), 2.0, &to),
+            Err(CreateError::Collision)
+        );
+        // Freeing one leaves the others found.
+        tb.free(&e, ids[0]);
+        let k = t(10, 1004, 99, 53);
+        assert_eq!(lookup(&tb, Side::In, &k, 0), Some((ids[4], 0)));
     }
 }
