@@ -900,8 +900,16 @@ impl Table {
             h.fill(Hot::FREE);
         }
         let [k0, k1] = self.digests(&s);
-        self.keys.remove(k0, i << 1);
-        self.keys.remove(k1, i << 1 | 1);
+        // Each live flow is in the table under its digest (`create` inserted both).
+        let removed = [
+            self.keys.remove(k0, i << 1),
+            self.keys.remove(k1, i << 1 | 1),
+        ];
+        debug_assert_eq!(
+            removed,
+            [true, true],
+            "session {i}'s flows not in the key table"
+        );
         Some(s)
     }
 
