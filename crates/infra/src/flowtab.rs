@@ -20,7 +20,7 @@
 //! flow records hold their key words); [`FlowTable::find`] tries every candidate. The values
 //! are the identity: equal digests may coexist, a remove names its value.
 //!
-//! The array is sized once (zeroed, in hugepages from 2 MiB on: [`ZeroedArray`]), for at
+//! The array is sized once (zeroed, in hugepages from 2 MiB on: [`crate::epoch::ZeroedArray`]), for at
 //! most `entries` keys at about 4 a bucket (7 slots): it never grows or moves, so an entry's
 //! value is stable while it lives. An insert that finds its home full takes the next bucket
 //! with a free slot (linear probing, wrapping from the last bucket to the first) and
@@ -28,112 +28,7 @@
 //! the count is non-zero, so a miss usually reads one line; a remove decrements the counts
 //! again.
 
-use crate::epoch::ZeroedMap;
-
-/// Types whose all-zero bit pattern is a valid value (integers, floats and arrays or
-/// `repr(C)` structs of them), which a [`ZeroedArray`] may hold.
-///
-/// # Safety
-/// Every field of the type must accept the all-zero bit pattern (no references, no
-/// `NonZero*`, no enum without a zero discriminant; a `bool` reads `false`).
-pub unsafe trait ZeroValid: Copy {}
-
-// SAFETY: plain integers.
-unsafe impl ZeroValid for u64 {}
-
-/// A fixed-length array allocated zeroed, lazily (untouched pages cost no memory) and, from
-/// 2 MiB on, advised for transparent hugepages ([`ZeroedMap`]): a random access into a
-/// table of many MiB then costs a TLB entry per 2 MiB rather than per 4 KiB. Small arrays
-/// are on the heap (a map rounds up to 2 MiB).
-pub struct ZeroedArray<T: ZeroValid> {
-    /// The elements' start: `_map`'s or `_heap`'s (which never reallocates).
-    ptr: *mut T,
-    /// The owners of `ptr`'s memory (one of them), kept until the drop.
-    _map: Option<ZeroedMap>,
-    _heap: Vec<T>,
-    len: usize,
-}
-
-// SAFETY: the array owns its elements (`ptr` points into `_map` or `_heap`, owned here) and
-// hands out references only through `&self`/`&mut self`, as a `Vec<T>` does.
-unsafe impl<T: ZeroValid + Send> Send for ZeroedArray<T> {}
-// SAFETY: as above.
-unsafe impl<T: ZeroValid + Sync> Sync for ZeroedArray<T> {}
-
-impl<T: ZeroValid> ZeroedArray<T> {
-    /// `len` zeroed elements.
-    ///
-    /// # Panics
-    /// If the address space cannot be mapped.
-    pub fn new(len: usize) -> Self {
-        const { assert!(std::mem::align_of::<T>() <= 4096) };
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .expect("ZeroedArray: size overflows");
-        if bytes < ZeroedMap::HUGE {
-            // SAFETY: `T: ZeroValid`, so the all-zero bit pattern is a valid `T`.
-            let zero: T = unsafe { std::mem::zeroed() };
-            let mut heap = vec![zero; len];
-            return ZeroedArray {
-                ptr: heap.as_mut_ptr(),
-                _map: None,
-                _heap: heap,
-                len,
-            };
-        }
-        let map =
-            ZeroedMap::try_new(bytes).unwrap_or_else(|e| panic!("cannot map {bytes} bytes: {e}"));
-        ZeroedArray {
-            ptr: map.as_ptr() as *mut T,
-            _map: Some(map),
-            _heap: Vec::new(),
-            len,
-        }
-    }
-
-    /// The elements.
-    #[inline(always)]
-    pub fn as_slice(&self) -> &[T] {
-        // SAFETY: `ptr` is `_heap`'s buffer (`len` initialised elements, never reallocated)
-        // or the mapping's start, which holds at least `len` × size_of::<T>() zero-filled
-        // or since written bytes (all-zero is a valid `T`, `T: ZeroValid`) and is
-        // page-aligned (T's alignment is at most 4096, checked in `new`); either lives as
-        // long as `self`, and `&self` excludes a `&mut` from `as_mut_slice`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    /// The elements, mutable.
-    #[inline(always)]
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
-        // SAFETY: as in `as_slice`; `&mut self` makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-
-    /// Elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// No element.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl<T: ZeroValid> std::ops::Deref for ZeroedArray<T> {
-    type Target = [T];
-    #[inline(always)]
-    fn deref(&self) -> &[T] {
-        self.as_slice()
-    }
-}
-
-impl<T: ZeroValid> std::ops::DerefMut for ZeroedArray<T> {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut [T] {
-        self.as_mut_slice()
-    }
-}
+use crate::epoch::{ZeroValid, ZeroedArray};
 
 /// Entry slots per bucket.
 pub const SLOTS: usize = 7;
@@ -441,6 +336,37 @@ mod tests {
     }
 
     #[test]
+    fn the_last_bucket_overflows_into_the_first() {
+        // 16 buckets; keys homed at bucket 15 (the mask), tags 1..=9: 7 fit, 2 wrap to 0.
+        let mut t = FlowTable::with_capacity(64);
+        let k = |tag: u64| tag << 32 | 15;
+        for tag in 1..=9 {
+            t.insert(k(tag), tag as u32 * 10).expect("insert");
+        }
+        assert_eq!(t.buckets[15].overflow(), 2);
+        assert_eq!(
+            t.buckets[0].meta & OCC,
+            0b11,
+            "the overflow took bucket 0's first slots"
+        );
+        // A key homed at bucket 0 lives beside them and counts no overflow.
+        t.insert(5 << 32, 5).expect("insert at 0");
+        assert_eq!(t.buckets[0].overflow(), 0);
+        for tag in 1..=9 {
+            assert_eq!(t.get(k(tag)), Some(tag as u32 * 10), "tag {tag}");
+        }
+        assert_eq!(t.get(k(10)), None);
+        assert_eq!(t.get(5 << 32), Some(5));
+        assert!(t.remove(k(8), 80));
+        assert_eq!(t.buckets[15].overflow(), 1);
+        assert_eq!(t.get(k(9)), Some(90));
+        assert!(t.remove(k(9), 90));
+        assert_eq!(t.buckets[15].overflow(), 0);
+        assert_eq!(t.get(5 << 32), Some(5));
+        assert_eq!(t.len(), 8);
+    }
+
+    #[test]
     fn equal_digests_coexist_and_find_tries_each_candidate() {
         let mut t = FlowTable::with_capacity(64);
         let d = 7 << 32 | 5;
@@ -457,18 +383,7 @@ mod tests {
     }
 
     #[test]
-    fn zeroed_arrays_start_zero_small_on_the_heap_large_mapped() {
-        let mut small = ZeroedArray::<u64>::new(1000);
-        assert!(small._map.is_none());
-        let mut large = ZeroedArray::<u64>::new(3 << 17); // 3 MiB
-        assert!(large._map.is_some());
-        for a in [&mut small, &mut large] {
-            assert!(a.iter().all(|&x| x == 0));
-            let n = a.len();
-            a[n - 1] = 7;
-            a[0] = 5;
-            assert_eq!((a[0], a[n - 1], a.len()), (5, 7, n));
-        }
+    fn memory_is_the_bucket_array() {
         assert_eq!(FlowTable::with_capacity(1 << 20).memory_bytes(), 16 << 20);
     }
 }

@@ -25,7 +25,8 @@ use crate::config::Timeouts;
 use crate::packet::{tcp_flags, Deltas, Tuple};
 use sluice_infra::bihash::FoldedKeyHash;
 use sluice_infra::epoch::Epochs;
-use sluice_infra::flowtab::{FlowTable, ZeroValid, ZeroedArray};
+use sluice_infra::epoch::{ZeroValid, ZeroedArray};
+use sluice_infra::flowtab::FlowTable;
 use sluice_infra::pool::Pool;
 
 /// Which node looks a flow's key up.
