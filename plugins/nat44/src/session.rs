@@ -490,7 +490,8 @@ impl Key {
 impl Table {
     /// A table for at most `max` sessions.
     pub fn new(max: usize, seed: u64) -> Table {
-        // The table's values (session index × 2 + flow) are `u32`s below `u32::MAX`.
+        // The table's values (session index × 2 + flow) are `u32`s below `u32::MAX`
+        // (`ops::enable` refuses more; a clamp for any other caller).
         let max = max.min(MAX_SESSIONS);
         Table {
             sessions: Pool::with_capacity(max),
@@ -527,7 +528,9 @@ impl Table {
     }
 
     /// Bytes used: the key table's array, the session pool's slots and the flow records
-    /// written so far (up to the highest session index's; the rest is only reserved).
+    /// written so far (up to the highest session index's; the rest is only reserved). With
+    /// transparent hugepages the process may hold up to 2 MiB more per mapped array (a
+    /// partly used hugepage is backed whole).
     pub fn memory_bytes(&self) -> usize {
         self.keys.memory_bytes()
             + self.sessions.slots() * std::mem::size_of::<Option<Session>>()
@@ -842,9 +845,15 @@ impl Table {
     /// [`FlowTable::find`], each confirmed by its flow record's key words).
     #[inline]
     fn find(&self, k: Key) -> Option<u64> {
+        self.find_digest(k, self.key_digest(k))
+    }
+
+    /// [`Table::find`] of a key whose digest `d` is known.
+    #[inline]
+    fn find_digest(&self, k: Key, d: u64) -> Option<u64> {
         let hot = &self.hot;
         let is = |v: u32| hot.get(v as usize).is_some_and(|h| h.kw == k.0);
-        self.keys.find(self.key_digest(k), is).map(u64::from)
+        self.keys.find(d, is).map(u64::from)
     }
 
     /// Adds a session. If the table is full, the oldest expired session is freed first.
@@ -862,10 +871,10 @@ impl Table {
             Key::new(s.i2o.side, &s.i2o.key, s.flow_fib(0)),
             Key::new(s.o2i.side, &s.o2i.key, s.flow_fib(1)),
         ];
-        if f0 == f1 || self.find(f0).is_some() || self.find(f1).is_some() {
+        let [k0, k1] = [self.key_digest(f0), self.key_digest(f1)];
+        if f0 == f1 || self.find_digest(f0, k0).is_some() || self.find_digest(f1, k1).is_some() {
             return Err(CreateError::Collision);
         }
-        let [k0, k1] = [self.key_digest(f0), self.key_digest(f1)];
         let class = s.class;
         let hot = [
             Hot::new(&s.i2o, s.flow_fib(0), now),
