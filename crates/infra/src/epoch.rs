@@ -5,7 +5,7 @@
 //! its counter set to [`OFFLINE`]. Memory retired by the writer may be reused once every
 //! worker's counter differs from the snapshot taken at retirement (or the worker is offline).
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// Counter value of a thread that is parked (holds no references).
 pub const OFFLINE: u64 = u64::MAX;
@@ -189,44 +189,179 @@ impl Drop for ZeroedMap {
     }
 }
 
-/// A fixed-length array of `AtomicU32` allocated zeroed and lazily (untouched pages cost no
-/// memory), for large sparse tables such as DIR-24-8's 16M-entry first level, in a
-/// [`ZeroedMap`] (transparent hugepages where the kernel allows them).
-pub struct ZeroedAtomicU32s {
-    map: ZeroedMap,
+/// Types whose all-zero bit pattern is a valid value (integers, atomics, floats and arrays or
+/// `repr(C)` structs of them), which a [`ZeroedArray`] may hold.
+///
+/// # Safety
+/// Every field of the type must accept the all-zero bit pattern (no references, no
+/// `NonZero*`, no enum without a zero discriminant; a `bool` reads `false`), and the type
+/// must need no drop (a mapped array's elements are never dropped).
+pub unsafe trait ZeroValid {}
+
+// SAFETY: plain integers and atomics of them (no drop glue; zero is a valid value).
+unsafe impl ZeroValid for u32 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for u64 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for AtomicU32 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for AtomicU64 {}
+
+/// A fixed-length array allocated zeroed (never written here: untouched pages cost no
+/// memory) and, from 2 MiB on, in a [`ZeroedMap`] advised for transparent hugepages: a
+/// random access into a table of many MiB then costs a TLB entry per 2 MiB rather than per
+/// 4 KiB. Smaller arrays are on the heap (`alloc_zeroed`; a map rounds up to 2 MiB).
+///
+/// `crate::bihash`'s bucket arrays are the same container, still apart.
+pub struct ZeroedArray<T: ZeroValid> {
+    /// The elements' start: `_map`'s, or a heap block owned here (freed in the drop).
+    ptr: *mut T,
     len: usize,
+    /// The mapping, when the array is mapped.
+    _map: Option<ZeroedMap>,
 }
 
-type AtomicU32Compat = std::sync::atomic::AtomicU32;
+// SAFETY: the array owns its elements (`ptr` points into `_map` or a heap block owned here)
+// and hands out references only through `&self`/`&mut self`, as a `Box<[T]>` does.
+unsafe impl<T: ZeroValid + Send> Send for ZeroedArray<T> {}
+// SAFETY: as above.
+unsafe impl<T: ZeroValid + Sync> Sync for ZeroedArray<T> {}
+
+impl<T: ZeroValid> ZeroedArray<T> {
+    /// `len` zeroed elements.
+    ///
+    /// # Panics
+    /// If the memory cannot be had (see [`Self::try_new`]).
+    pub fn new(len: usize) -> Self {
+        Self::try_new(len).unwrap_or_else(|e| panic!("cannot allocate {len} elements: {e}"))
+    }
+
+    /// `len` zeroed elements, or `OutOfMemory` / the OS's error when the size overflows or
+    /// the memory cannot be allocated or mapped (address-space limit, strict overcommit).
+    pub fn try_new(len: usize) -> std::io::Result<Self> {
+        const {
+            assert!(std::mem::align_of::<T>() <= 4096);
+            assert!(std::mem::size_of::<T>() > 0);
+            assert!(!std::mem::needs_drop::<T>());
+        };
+        let oom = || std::io::Error::from(std::io::ErrorKind::OutOfMemory);
+        let layout = std::alloc::Layout::array::<T>(len).map_err(|_| oom())?;
+        if layout.size() >= ZeroedMap::HUGE {
+            let map = ZeroedMap::try_new(layout.size())?;
+            return Ok(ZeroedArray {
+                ptr: map.as_ptr() as *mut T,
+                len,
+                _map: Some(map),
+            });
+        }
+        let ptr = if len == 0 {
+            std::ptr::NonNull::<T>::dangling().as_ptr()
+        } else {
+            // SAFETY: `layout` has a non-zero size (`len` > 0, `T` is not zero-sized).
+            let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+            if p.is_null() {
+                return Err(oom());
+            }
+            p
+        };
+        Ok(ZeroedArray {
+            ptr,
+            len,
+            _map: None,
+        })
+    }
+
+    /// The elements.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: `ptr` is the mapping's start or the heap block's (or dangling and aligned
+        // for `len` = 0), which holds `len` × size_of::<T>() zero-filled or since written
+        // bytes (all-zero is a valid `T`, `T: ZeroValid`) and is aligned for `T` (the
+        // allocator's layout; a mapping is page-aligned and T's alignment is at most 4096,
+        // checked in `try_new`); either lives as long as `self`, and `&self` excludes a
+        // `&mut` from `as_mut_slice`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The elements, mutable.
+    #[inline(always)]
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the elements are in a [`ZeroedMap`] (from 2 MiB on), not on the heap.
+    pub fn is_mapped(&self) -> bool {
+        self._map.is_some()
+    }
+}
+
+impl<T: ZeroValid> Drop for ZeroedArray<T> {
+    fn drop(&mut self) {
+        if self._map.is_none() && self.len != 0 {
+            // SAFETY: a heap array's block was allocated in `try_new` with exactly this
+            // layout (it was valid then) and is freed once, here; its elements need no drop
+            // (`T: ZeroValid`). A mapped array's mapping is unmapped by `_map`'s drop.
+            unsafe {
+                std::alloc::dealloc(
+                    self.ptr as *mut u8,
+                    std::alloc::Layout::array::<T>(self.len).unwrap_unchecked(),
+                );
+            }
+        }
+    }
+}
+
+impl<T: ZeroValid> std::ops::Deref for ZeroedArray<T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T: ZeroValid> std::ops::DerefMut for ZeroedArray<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.as_mut_slice()
+    }
+}
+
+/// A fixed-length array of `AtomicU32` allocated zeroed and lazily (untouched pages cost no
+/// memory), for large sparse tables such as DIR-24-8's 16M-entry first level: a
+/// [`ZeroedArray`] (in a [`ZeroedMap`], transparent hugepages where the kernel allows them,
+/// from 2 MiB on).
+pub struct ZeroedAtomicU32s(ZeroedArray<AtomicU32>);
 
 impl ZeroedAtomicU32s {
     /// `n` zeroed entries.
     ///
     /// # Panics
-    /// If the address space cannot be mapped (see [`Self::try_new`]).
+    /// If the memory cannot be had (see [`Self::try_new`]).
     pub fn new(n: usize) -> Self {
         Self::try_new(n).unwrap_or_else(|e| panic!("cannot map {} entries: {e}", n))
     }
 
-    /// `n` zeroed entries, or the OS's error when the region cannot be mapped (address-space
-    /// limit, strict overcommit). Only pages written later take memory.
+    /// `n` zeroed entries, or the error when the memory cannot be allocated or mapped
+    /// (address-space limit, strict overcommit). Only pages written later take memory.
     pub fn try_new(n: usize) -> std::io::Result<Self> {
-        let bytes = n
-            .max(1)
-            .checked_mul(4)
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
-        Ok(ZeroedAtomicU32s {
-            map: ZeroedMap::try_new(bytes)?,
-            len: n,
-        })
+        ZeroedArray::try_new(n).map(ZeroedAtomicU32s)
     }
 
     /// The entries.
     #[inline(always)]
-    pub fn as_slice(&self) -> &[AtomicU32Compat] {
-        // SAFETY: the mapping holds at least `len` zero-initialised u32s (a valid AtomicU32
-        // bit pattern), is 4-aligned (page-aligned) and lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const AtomicU32Compat, self.len) }
+    pub fn as_slice(&self) -> &[AtomicU32] {
+        self.0.as_slice()
     }
 }
 
@@ -262,6 +397,24 @@ mod tests {
         assert_eq!(z.as_slice()[12345].load(Ordering::Relaxed), 0);
         z.as_slice()[5].store(9, Ordering::Relaxed);
         assert_eq!(z.as_slice()[5].load(Ordering::Relaxed), 9);
+    }
+
+    #[test]
+    fn zeroed_arrays_start_zero_small_on_the_heap_large_mapped() {
+        let mut empty = ZeroedArray::<u64>::new(0);
+        assert!(empty.is_empty() && empty.as_mut_slice().is_empty());
+        let mut small = ZeroedArray::<u64>::new(1000);
+        assert!(!small.is_mapped());
+        let mut large = ZeroedArray::<u64>::new(3 << 17); // 3 MiB
+        assert!(large.is_mapped());
+        for a in [&mut small, &mut large] {
+            assert!(a.iter().all(|&x| x == 0));
+            let n = a.len();
+            a[n - 1] = 7;
+            a[0] = 5;
+            assert_eq!((a[0], a[n - 1], a.len()), (5, 7, n));
+        }
+        assert!(ZeroedArray::<u64>::try_new(usize::MAX / 4).is_err());
     }
 
     #[test]

@@ -23,9 +23,9 @@
 //! handed to the owner before the lookup, so each table is only used by its thread (and the
 //! control plane under the thread's mutex).
 //!
-//! A table is the engine's bihash (the one NAT sessions use) keyed by a keyed 64-bit digest
-//! of the session key ([`FoldedKeyHash`], as NAT44's: two folded multiplies under a secret
-//! random key, once for an IPv4 key, three chained for IPv6; about a tenth of SipHash's
+//! A table is the engine's bihash (the L2 FIB's; NAT44's sessions moved to
+//! `sluice_infra::flowtab` in session 15) keyed by a keyed 64-bit digest of the session key
+//! ([`FoldedKeyHash`], as NAT44's: two folded multiplies under a secret random key, once for an IPv4 key, three chained for IPv6; about a tenth of SipHash's
 //! instructions) whose value is the session's slot; a hit is confirmed against the slot's
 //! full key. Two live keys with one digest (probability about 2^-64 per pair, not
 //! something a sender can aim at without the secret key) cannot both have a session: the

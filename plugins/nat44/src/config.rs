@@ -107,6 +107,14 @@ pub enum NatError {
     /// A mapping that cannot work.
     #[error("{0}")]
     Invalid(String),
+    /// `nat44 plugin enable sessions <n>` above what a table takes.
+    #[error("sessions `{asked}' must be at most {max}")]
+    TooManySessions {
+        /// The sessions asked for.
+        asked: u32,
+        /// [`crate::session::MAX_SESSIONS`].
+        max: usize,
+    },
 }
 
 /// The control plane's configuration (main thread).

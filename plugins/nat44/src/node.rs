@@ -109,8 +109,8 @@ sluice_graph::counters! {
         UnsupportedIcmp => error("unsupported_icmp", "unsupported ICMP type"),
         /// Unsupported protocol.
         UnsupportedProtocol => error("unsupported_protocol", "unsupported protocol"),
-        /// Key digest collision.
-        HashCollision => error("hash_collision", "session key digest collision"),
+        /// A new session's flow key is in use (by another flow or its own other flow).
+        HashCollision => error("hash_collision", "a new session's flow key is in use"),
         /// ICMP error for no session.
         IcmpErrorNoSession => error("icmp_error_no_session", "ICMP error for no session"),
     }
@@ -1065,6 +1065,18 @@ mod tests {
             }
         }
         (t, pg0, cfg.expect("a worker"))
+    }
+
+    /// More sessions than a table's `u32` values can name are refused by name, not clamped
+    /// (the check comes before the already-enabled one).
+    #[test]
+    fn enable_refuses_more_sessions_than_a_table_takes() {
+        let (mut t, _, _) = owned_by(16, &[0]);
+        let max = crate::session::MAX_SESSIONS as u32;
+        let e = crate::ops::enable(&mut t.vm, max + 1).expect_err("too many");
+        assert!(e.to_string().contains("must be at most"), "{e}");
+        let e = crate::ops::enable(&mut t.vm, max).expect_err("enabled");
+        assert!(e.to_string().contains("already enabled"), "{e}");
     }
 
     /// A packet handed to its owning thread through a full handoff queue goes to

@@ -16,7 +16,7 @@ impl From<NatError> for VnetError {
             NatError::Disabled => VnetError::NotSupported(t),
             NatError::AlreadyEnabled | NatError::Exists(_) => VnetError::Exists(t),
             NatError::NotFound(_) => VnetError::NotFound(t),
-            NatError::Invalid(_) => VnetError::Invalid(t),
+            NatError::Invalid(_) | NatError::TooManySessions { .. } => VnetError::Invalid(t),
         }
     }
 }
@@ -76,6 +76,14 @@ pub fn vrf(vm: &mut Vlib, id: u32) -> VnetResult<u32> {
 pub fn enable(vm: &mut Vlib, sessions: u32) -> VnetResult {
     if sessions == 0 {
         return Err(VnetError::invalid("sessions `0' must be at least 1"));
+    }
+    // A table's values (session index × 2 + flow) are `u32`s: no silent clamp below.
+    if sessions as usize > crate::session::MAX_SESSIONS {
+        return Err(NatError::TooManySessions {
+            asked: sessions,
+            max: crate::session::MAX_SESSIONS,
+        }
+        .into());
     }
     let sh = shared(vm);
     let mut c = lock(&sh.ctl);
