@@ -13,15 +13,49 @@ use crate::interface::{IfAttr, SwIfIndex};
 use crate::neighbor::{Aging, Entries, Learned};
 use crate::own_source::OwnKeys;
 use crate::routes::{no_table, Hop, Lpm, RoutePaths, Source, Vrfs};
+use sluice_buffer::{Arena, BufIdx, Buffer, FrameAddrs};
 use sluice_cli::{Args, CliError};
 use sluice_fib::adj::{Adj, AdjKind, Adjacencies};
 use sluice_fib::lb::LoadBalances;
-use sluice_graph::{Cx, NodeFn, Suspend, Vlib, Wake};
+use sluice_graph::{Cx, NodeFn, Suspend, Vlib, Wake, FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD};
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// From packet `i` on, the packets of `frame` that `fast` takes (`ip4-input`'s and
+/// `ip6-input`'s fast paths: `fast` changes a packet only when it returns `true`): the
+/// index of the first it does not, or the frame's length. Headers and data are prefetched
+/// [`PREFETCH_AHEAD`] on, as `PerPacket` does. Out of line, so that its loop has the
+/// registers to itself (inlined in `ip4-input`'s frame loop, the FIB hint and a constant
+/// were reloaded from the stack every packet).
+///
+/// # Safety
+///
+/// The caller owns every buffer of `frame` (one node's frame) and resolved `addrs` from it;
+/// no other view of them is alive.
+#[inline(never)]
+pub(crate) unsafe fn fast_run<F: Fn(&mut Buffer<'_>) -> bool>(
+    arena: Arena<'_>,
+    addrs: &FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
+    frame: &[BufIdx],
+    mut i: usize,
+    fast: F,
+) -> usize {
+    let n = frame.len().min(FRAME_SIZE);
+    while i < n {
+        addrs.prefetch(i + PREFETCH_AHEAD, true);
+        // SAFETY: the caller's contract (`frame` is owned, `addrs` resolved from it); the
+        // view lives only for this iteration.
+        let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+        if !fast(&mut b) {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
 
 /// The host-order address of a family's control plane (`u32`, `u128`).
 pub type Addr<C> = <<C as IpControl>::L as Lpm>::Addr;

@@ -44,6 +44,46 @@ fn input_validates_headers_and_trims_padding() {
     t.assert_no_leaks();
 }
 
+/// `ip4-input`'s frame loop: a frame of good packets goes on whole; one that is not
+/// (dropped, padded) takes `process_one` and the packets around it keep their arc, in
+/// order, trimmed where padded.
+#[test]
+fn input_fast_path_resumes_after_a_packet_it_does_not_take() {
+    let (mut t, sw) = setup("ip4-input");
+    let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
+    let mut csum = good(1);
+    csum[10] ^= 1;
+    let mut padded = good(3);
+    padded.extend_from_slice(&[0; 6]);
+    let mut version = good(5);
+    version[0] = 0x65;
+    let mut long = good(6);
+    long[2..4].copy_from_slice(&200u16.to_be_bytes());
+    refill(&mut long);
+    t.run_with(
+        &[
+            csum,
+            good(2),
+            padded,
+            good(4),
+            version,
+            long,
+            good(7),
+            good(8),
+        ],
+        |h| h.rx_if = sw,
+    );
+    let fwd: Vec<Vec<u8>> = t.arc("ip4-lookup").into_iter().map(|p| p.data).collect();
+    assert_eq!(fwd, [good(2), good(3), good(4), good(7), good(8)]);
+    t.assert_counters(&[("bad_checksum", 1), ("version", 1), ("bad_length", 1)]);
+    t.assert_no_leaks();
+    // A frame all on the fast path after it: no next of the last frame left over.
+    t.run_with(&[good(9), good(10)], |h| h.rx_if = sw);
+    let fwd: Vec<Vec<u8>> = t.arc("ip4-lookup").into_iter().map(|p| p.data).collect();
+    assert_eq!(fwd[5..], [good(9), good(10)]);
+    t.assert_no_leaks();
+}
+
 #[test]
 fn input_drops_martian_sources() {
     let (mut t, sw) = setup("ip4-input");
