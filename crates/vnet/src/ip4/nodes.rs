@@ -11,8 +11,7 @@ use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::ip_family::fast_run;
-use crate::own_source::SourceFilter;
-use crate::own_source::{is_local, key};
+use crate::own_source::{is_local, key, SourceFilter};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
 use sluice_buffer::{BufIdx, Buffer, HeadLen};
 use sluice_fib::adj::{Adj, AdjKind};
@@ -76,8 +75,17 @@ pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 /// the fast path (a 20-byte header, plausible source, correct checksum, total length within
 /// the buffer) runs in a loop that keeps its state in registers and writes no next arc, so a
 /// frame of such packets goes to `ip4-lookup` whole; any other packet goes through
-/// `process_one` (fourteenth step).
+/// `process_one` (fourteenth step). The node is two parts, borrowed apart in the frame loop:
+/// what the fast path reads (the source filter, the FIB hint) and the [`PacketNode`] for
+/// the other packets (`Ip4InputSlow`).
 pub struct Ip4Input {
+    own: Arc<SourceFilter>,
+    fib_entries: Ip4EntryPrefetch,
+    slow: Ip4InputSlow,
+}
+
+/// `ip4-input`'s packets off the fast path (and all of them with `ip4-unicast` features).
+struct Ip4InputSlow {
     shared: Arc<Ip4Shared>,
     own: Arc<SourceFilter>,
     // The `ip4-unicast` arc's first node per run of packets of one rx interface.
@@ -129,7 +137,7 @@ fn src_of(h: &[u8; MIN_HEADER_LEN]) -> &[u8; 4] {
     h[field::SRC..field::SRC + 4].try_into().unwrap_or(&[0; 4])
 }
 
-impl Ip4Input {
+impl Ip4InputSlow {
     /// Everything but the common 20-byte header from a plausible source (too short,
     /// IHL/version != 0x45, or a source whose first octet is martian): the checks one by
     /// one, in RFC 1812 order, on the packet's bytes `d` (`total_len` with its chain, in
@@ -178,7 +186,7 @@ impl Ip4Input {
     }
 }
 
-impl PacketNode for Ip4Input {
+impl PacketNode for Ip4InputSlow {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.features_any = self
@@ -272,12 +280,12 @@ fn fast_one(own: &SourceFilter, fib: Ip4EntryPrefetch, b: &mut Buffer<'_>) -> bo
 
 /// The frame loop: `PerPacket`'s (addresses resolved once, headers and data prefetched
 /// `PREFETCH_AHEAD` on) with the fast path ([`fast_one`]) in a loop of its own
-/// ([`crate::ip_family::fast_run`]) that writes
-/// no next: a frame whose packets all take it goes to `ip4-lookup` whole
-/// ([`Cx::enqueue_all`]). Otherwise the packets before the first that did not are given
-/// `ip4-lookup`, that one goes through `process_one` and the fast path resumes after it.
-/// With `ip4-unicast` features on any interface, every packet goes through `process_one`
-/// (it picks the rx interface's first feature).
+/// ([`crate::ip_family::fast_run`]) that writes no next: a frame whose packets all take it
+/// goes to `ip4-lookup` whole ([`Cx::enqueue_all`]). Otherwise the packets before the first
+/// that did not are given `ip4-lookup`, that one goes through `Ip4InputSlow::process_one`
+/// and the fast path resumes after it. With `ip4-unicast` features on any interface, every
+/// packet goes through `process_one` (it picks the rx interface's first feature). The slow
+/// part's `end_frame` is `PacketNode`'s default (nothing) and is not called.
 impl NodeFn for Ip4Input {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
@@ -287,28 +295,34 @@ impl NodeFn for Ip4Input {
         let mut s = cx.take_frame_scratch();
         let FrameScratch { addrs, nexts } = &mut *s;
         arena.resolve(frame, SCRATCH_AHEAD, addrs);
-        self.begin_frame(cx);
+        let slow = &mut self.slow;
+        slow.begin_frame(cx);
         let addrs = &*addrs;
-        if !self.features_any {
-            let fib = self.fib_entries;
+        if !slow.features_any {
+            // The fast path's state, borrowed apart from `slow` (no reference count touched);
+            // one closure for both calls, one copy of `fast_run`.
             let own = &*self.own;
+            let fib = self.fib_entries;
+            let fast = move |b: &mut Buffer<'_>| fast_one(own, fib, b);
             // SAFETY: this node owns `frame` (the dispatcher's contract), `addrs` was
             // resolved from it above, and no view of its buffers is alive.
-            let mut i = unsafe { fast_run(arena, addrs, frame, 0, |b| fast_one(own, fib, b)) };
+            let mut i = unsafe { fast_run(arena, addrs, frame, 0, fast) };
             if i == n {
+                // `end_frame` is `PacketNode`'s default (nothing): not called.
                 cx.enqueue_all(InputNext::Lookup.next(), frame);
                 cx.put_frame_scratch(s);
                 return;
             }
             nexts[..i].fill(InputNext::Lookup as u16);
-            // `process_one` borrows the node: the filter held by a reference of its own.
-            let own = Arc::clone(&self.own);
             while i < n {
-                // SAFETY: as above; the view ends with the statement.
-                let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
-                nexts[i] = self.process_one(cx, &mut b).0;
+                nexts[i] = {
+                    // SAFETY: as above; the view ends with this block, before `fast_run`
+                    // makes its own.
+                    let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+                    slow.process_one(cx, &mut b).0
+                };
                 // SAFETY: as above.
-                let j = unsafe { fast_run(arena, addrs, frame, i + 1, |b| fast_one(&own, fib, b)) };
+                let j = unsafe { fast_run(arena, addrs, frame, i + 1, fast) };
                 nexts[i + 1..j].fill(InputNext::Lookup as u16);
                 i = j;
             }
@@ -317,7 +331,7 @@ impl NodeFn for Ip4Input {
                 addrs.prefetch(i + PREFETCH_AHEAD, true);
                 // SAFETY: as above; the view lives only for this iteration.
                 let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-                *next = self.process_one(cx, &mut b).0;
+                *next = slow.process_one(cx, &mut b).0;
             }
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
@@ -1004,11 +1018,15 @@ pub fn register(
     b.register(
         NodeRegistration::new(IP4_INPUT, NodeKind::Internal, move |_| {
             Box::new(Ip4Input {
-                shared: s.clone(),
                 own: s.own.clone(),
-                arc: crate::feature::ArcRun::new(fslot),
-                features_any: false,
                 fib_entries: s.fib.entry_prefetch(),
+                slow: Ip4InputSlow {
+                    shared: s.clone(),
+                    own: s.own.clone(),
+                    arc: crate::feature::ArcRun::new(fslot),
+                    features_any: false,
+                    fib_entries: s.fib.entry_prefetch(),
+                },
             })
         })
         .nexts(InputNext::NAMES)

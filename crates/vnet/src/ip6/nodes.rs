@@ -72,8 +72,15 @@ fn addr_at(d: &[u8], at: usize) -> u128 {
 /// into the martian-source test's branch. The node has `ip4-input`'s frame loop: the fast
 /// path (unicast destination, plausible source, payload length within the buffer) in a
 /// loop that writes no next arc, a frame of such packets sent to `ip6-lookup` whole; any
-/// other packet through `process_one`.
+/// other packet through `process_one`. As `ip4-input`, the node is the fast path's part
+/// (the source filter) and the [`PacketNode`] for the other packets (`Ip6InputSlow`).
 pub struct Ip6Input {
+    own: Arc<SourceFilter>,
+    slow: Ip6InputSlow,
+}
+
+/// `ip6-input`'s packets off the fast path (and all of them with `ip6-unicast` features).
+struct Ip6InputSlow {
     slot: usize,
     shared: Arc<Ip6Shared>,
     own: Arc<SourceFilter>,
@@ -132,7 +139,7 @@ fn martian_source(d: &[u8]) -> Option<InputCounter> {
     (src == 0 && !solicited).then_some(InputCounter::SrcUnspecified)
 }
 
-impl Ip6Input {
+impl Ip6InputSlow {
     /// A link-scope group (ff02::/16) other than the router's own, received on an
     /// interface with a host stack behind `punt` (linux-cp): OSPFv3's ff02::5/6, RIPng,
     /// PIM, VRRP, MLD... go to `ip6-local`, which punts them to the host.
@@ -179,7 +186,7 @@ impl Ip6Input {
     }
 }
 
-impl PacketNode for Ip6Input {
+impl PacketNode for Ip6InputSlow {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.features_any = self.shared.v4.features.any(self.slot);
@@ -268,8 +275,9 @@ fn fast_one(own: &SourceFilter, b: &mut Buffer<'_>) -> bool {
 /// The frame loop, `ip4-input`'s: the fast path ([`fast_one`]) in a loop of its own
 /// ([`crate::ip_family::fast_run`]) that writes no next, a frame whose packets all take it
 /// sent to `ip6-lookup` whole ([`Cx::enqueue_all`]); a packet that does not goes through
-/// `process_one`, and the fast path resumes after it. With `ip6-unicast` features on any
-/// interface, every packet goes through `process_one`.
+/// `Ip6InputSlow::process_one`, and the fast path resumes after it. With `ip6-unicast`
+/// features on any interface, every packet goes through `process_one`. The slow part's
+/// `end_frame` is `PacketNode`'s default (nothing) and is not called.
 impl NodeFn for Ip6Input {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
@@ -279,27 +287,33 @@ impl NodeFn for Ip6Input {
         let mut s = cx.take_frame_scratch();
         let FrameScratch { addrs, nexts } = &mut *s;
         arena.resolve(frame, SCRATCH_AHEAD, addrs);
-        self.begin_frame(cx);
+        let slow = &mut self.slow;
+        slow.begin_frame(cx);
         let addrs = &*addrs;
-        if !self.features_any {
+        if !slow.features_any {
+            // The fast path's state, borrowed apart from `slow` (no reference count touched);
+            // one closure for both calls, one copy of `fast_run`.
             let own = &*self.own;
+            let fast = move |b: &mut Buffer<'_>| fast_one(own, b);
             // SAFETY: this node owns `frame` (the dispatcher's contract), `addrs` was
             // resolved from it above, and no view of its buffers is alive.
-            let mut i = unsafe { fast_run(arena, addrs, frame, 0, |b| fast_one(own, b)) };
+            let mut i = unsafe { fast_run(arena, addrs, frame, 0, fast) };
             if i == n {
+                // `end_frame` is `PacketNode`'s default (nothing): not called.
                 cx.enqueue_all(InputNext::Lookup.next(), frame);
                 cx.put_frame_scratch(s);
                 return;
             }
             nexts[..i].fill(InputNext::Lookup as u16);
-            // `process_one` borrows the node: the filter held by a reference of its own.
-            let own = Arc::clone(&self.own);
             while i < n {
-                // SAFETY: as above; the view ends with the statement.
-                let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
-                nexts[i] = self.process_one(cx, &mut b).0;
+                nexts[i] = {
+                    // SAFETY: as above; the view ends with this block, before `fast_run`
+                    // makes its own.
+                    let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+                    slow.process_one(cx, &mut b).0
+                };
                 // SAFETY: as above.
-                let j = unsafe { fast_run(arena, addrs, frame, i + 1, |b| fast_one(&own, b)) };
+                let j = unsafe { fast_run(arena, addrs, frame, i + 1, fast) };
                 nexts[i + 1..j].fill(InputNext::Lookup as u16);
                 i = j;
             }
@@ -308,7 +322,7 @@ impl NodeFn for Ip6Input {
                 addrs.prefetch(i + PREFETCH_AHEAD, true);
                 // SAFETY: as above; the view lives only for this iteration.
                 let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-                *next = self.process_one(cx, &mut b).0;
+                *next = slow.process_one(cx, &mut b).0;
             }
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
@@ -1180,10 +1194,13 @@ pub fn register(
     b.register(
         NodeRegistration::new(IP6_INPUT, NodeKind::Internal, move |_| {
             Box::new(Ip6Input {
-                slot: fslot,
-                shared: s.clone(),
                 own: s.own.clone(),
-                features_any: false,
+                slow: Ip6InputSlow {
+                    slot: fslot,
+                    shared: s.clone(),
+                    own: s.own.clone(),
+                    features_any: false,
+                },
             })
         })
         .nexts(InputNext::NAMES)
