@@ -24,6 +24,16 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// `ip4-input` / `ip6-input`: a frame leaves its fast-path loop for the per-packet loop
+/// (`process_one` for every packet left) once at least this many of its packets have left
+/// the fast path...
+pub(crate) const SLOW_SWITCH_MIN: usize = 4;
+/// ...and more than one in this many of the packets so far: a packet off the fast path costs
+/// ≈ 65 instructions more in the fast-path loop than in the per-packet one, a fast packet
+/// ≈ 13 fewer (break-even near 16 % off the fast path; docs/benchmarking.md, round 2's
+/// fourteenth step).
+pub(crate) const SLOW_SWITCH_SHARE: usize = 6;
+
 /// From packet `i` on, the packets of `frame` that `fast` takes (`ip4-input`'s and
 /// `ip6-input`'s fast paths: `fast` changes a packet only when it returns `true`): the
 /// index of the first it does not, or the frame's length. Headers and data are prefetched

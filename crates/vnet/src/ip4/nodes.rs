@@ -10,7 +10,7 @@ use crate::arp::arp_request;
 use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::ip_family::fast_run;
+use crate::ip_family::{fast_run, SLOW_SWITCH_MIN, SLOW_SWITCH_SHARE};
 use crate::own_source::{is_local, key, SourceFilter};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
 use sluice_buffer::{BufIdx, Buffer, HeadLen};
@@ -298,6 +298,8 @@ impl NodeFn for Ip4Input {
         let slow = &mut self.slow;
         slow.begin_frame(cx);
         let addrs = &*addrs;
+        // The per-packet loop's first packet: 0 with features on the arc.
+        let mut start = 0;
         if !slow.features_any {
             // The fast path's state, borrowed apart from `slow` (no reference count touched);
             // one closure for both calls, one copy of `fast_run`.
@@ -314,7 +316,14 @@ impl NodeFn for Ip4Input {
                 return;
             }
             nexts[..i].fill(InputNext::Lookup as u16);
+            // Packets off the fast path so far: past `SLOW_SWITCH_MIN` and one in
+            // `SLOW_SWITCH_SHARE`, the rest of the frame takes the per-packet loop.
+            let mut off = 0;
             while i < n {
+                if off >= SLOW_SWITCH_MIN && off * SLOW_SWITCH_SHARE > i {
+                    break;
+                }
+                off += 1;
                 nexts[i] = {
                     // SAFETY: as above; the view ends with this block, before `fast_run`
                     // makes its own.
@@ -326,13 +335,14 @@ impl NodeFn for Ip4Input {
                 nexts[i + 1..j].fill(InputNext::Lookup as u16);
                 i = j;
             }
-        } else {
-            for (i, (next, &bi)) in nexts[..n].iter_mut().zip(frame).enumerate() {
-                addrs.prefetch(i + PREFETCH_AHEAD, true);
-                // SAFETY: as above; the view lives only for this iteration.
-                let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-                *next = slow.process_one(cx, &mut b).0;
-            }
+            start = i;
+        }
+        for (k, (next, &bi)) in nexts[start..n].iter_mut().zip(&frame[start..]).enumerate() {
+            let i = start + k;
+            addrs.prefetch(i + PREFETCH_AHEAD, true);
+            // SAFETY: as above; the view lives only for this iteration.
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            *next = slow.process_one(cx, &mut b).0;
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
         cx.put_frame_scratch(s);
