@@ -98,6 +98,10 @@ fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
     let mut r = Rng(seed);
     // SLUICE_BENCH_IP4_HOSTMASK: only these host bits vary (a smaller FIB working set).
     let hostmask = crate::env_usize("SLUICE_BENCH_IP4_HOSTMASK").map_or(u32::MAX, |m| m as u32);
+    // SLUICE_BENCH_IP_SLOW=<k>: every k-th packet's source is 10.7.0.1, whose low 16 bits
+    // are pg0's 10.0.0.1's: `ip4-input` takes it off its fast path (the exact own-source
+    // test) and forwards it. A mixed frame's cost.
+    let slow_every = crate::env_usize("SLUICE_BENCH_IP_SLOW").unwrap_or(0);
     (0..4096)
         .map(|i| {
             let (p, l) = routes[(r.next() % routes.len() as u64) as usize];
@@ -116,7 +120,12 @@ fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
             h[2..4].copy_from_slice(&46u16.to_be_bytes());
             h[8] = 64;
             h[9] = 17;
-            h[12..16].copy_from_slice(&[10, 0, 0, 16]);
+            let src = if slow_every != 0 && i % slow_every == 0 {
+                [10, 7, 0, 1]
+            } else {
+                [10, 0, 0, 16]
+            };
+            h[12..16].copy_from_slice(&src);
             h[16..20].copy_from_slice(&dst.to_be_bytes());
             let c = sluice_wire::checksum::internet_checksum(&h[..20]);
             h[10..12].copy_from_slice(&c.to_be_bytes());

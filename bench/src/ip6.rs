@@ -74,6 +74,10 @@ fn destinations(routes: &[(u128, u8)], seed: u64) -> Vec<u128> {
 
 /// 4096 frames with destinations inside random routes of `routes`.
 fn frames(routes: &[(u128, u8)], seed: u64) -> Vec<Vec<u8>> {
+    // SLUICE_BENCH_IP_SLOW=<k>: every k-th packet's source is fd01::7:1, whose low 16 bits
+    // are pg0's fd01::1's: `ip6-input` takes it off its fast path (the exact own-source
+    // test) and forwards it. A mixed frame's cost.
+    let slow_every = crate::env_usize("SLUICE_BENCH_IP_SLOW").unwrap_or(0);
     destinations(routes, seed)
         .into_iter()
         .enumerate()
@@ -87,7 +91,12 @@ fn frames(routes: &[(u128, u8)], seed: u64) -> Vec<Vec<u8>> {
             h[4..6].copy_from_slice(&24u16.to_be_bytes());
             h[6] = 17;
             h[7] = 64;
-            h[8..24].copy_from_slice(&0xfd01_0000_0000_0000_0000_0000_0000_0010u128.to_be_bytes());
+            let src: u128 = if slow_every != 0 && i % slow_every == 0 {
+                0xfd01_0000_0000_0000_0000_0000_0007_0001
+            } else {
+                0xfd01_0000_0000_0000_0000_0000_0000_0010
+            };
+            h[8..24].copy_from_slice(&src.to_be_bytes());
             h[24..40].copy_from_slice(&dst.to_be_bytes());
             h[40..42].copy_from_slice(&(1024 + (i % 1000) as u16).to_be_bytes());
             h[42..44].copy_from_slice(&53u16.to_be_bytes());

@@ -13,15 +13,59 @@ use crate::interface::{IfAttr, SwIfIndex};
 use crate::neighbor::{Aging, Entries, Learned};
 use crate::own_source::OwnKeys;
 use crate::routes::{no_table, Hop, Lpm, RoutePaths, Source, Vrfs};
+use sluice_buffer::{Arena, BufIdx, Buffer, FrameAddrs};
 use sluice_cli::{Args, CliError};
 use sluice_fib::adj::{Adj, AdjKind, Adjacencies};
 use sluice_fib::lb::LoadBalances;
-use sluice_graph::{Cx, NodeFn, Suspend, Vlib, Wake};
+use sluice_graph::{Cx, NodeFn, Suspend, Vlib, Wake, FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD};
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// `ip4-input` / `ip6-input`: a frame leaves its fast-path loop for the per-packet loop
+/// (`process_one` for every packet left) once at least this many of its packets have left
+/// the fast path...
+pub(crate) const SLOW_SWITCH_MIN: usize = 4;
+/// ...and more than one in this many of the packets so far: a packet off the fast path costs
+/// ≈ 65 instructions more in the fast-path loop than in the per-packet one, a fast packet
+/// ≈ 13 fewer (break-even near 16 % off the fast path; docs/benchmarking.md, round 2's
+/// fourteenth step).
+pub(crate) const SLOW_SWITCH_SHARE: usize = 6;
+
+/// From packet `i` on, the packets of `frame` that `fast` takes (`ip4-input`'s and
+/// `ip6-input`'s fast paths: `fast` changes a packet only when it returns `true`): the
+/// index of the first it does not, or the frame's length. Headers and data are prefetched
+/// [`PREFETCH_AHEAD`] on, as `PerPacket` does. Out of line, so that its loop has the
+/// registers to itself (inlined in `ip4-input`'s frame loop, the FIB hint and a constant
+/// were reloaded from the stack every packet).
+///
+/// # Safety
+///
+/// The caller owns every buffer of `frame` (one node's frame) and resolved `addrs` from it;
+/// no other view of them is alive.
+#[inline(never)]
+pub(crate) unsafe fn fast_run<F: Fn(&mut Buffer<'_>) -> bool>(
+    arena: Arena<'_>,
+    addrs: &FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
+    frame: &[BufIdx],
+    mut i: usize,
+    fast: F,
+) -> usize {
+    let n = frame.len().min(FRAME_SIZE);
+    while i < n {
+        addrs.prefetch(i + PREFETCH_AHEAD, true);
+        // SAFETY: the caller's contract (`frame` is owned, `addrs` resolved from it); the
+        // view lives only for this iteration.
+        let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+        if !fast(&mut b) {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
 
 /// The host-order address of a family's control plane (`u32`, `u128`).
 pub type Addr<C> = <<C as IpControl>::L as Lpm>::Addr;

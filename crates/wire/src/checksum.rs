@@ -57,6 +57,26 @@ pub fn sum_ip4_header(h: &[u8; 20]) -> u16 {
 /// remainder, to the compiler.
 #[inline(always)]
 pub fn ip4_header_valid(h: &[u8; 20]) -> bool {
+    nonzero_multiple_of_ffff(header_total(h))
+}
+
+/// [`ip4_header_valid`] of a header the caller knows is not all zeros (e.g. it has checked
+/// the first byte is `0x45`): the same answer with one instruction less. The total of a
+/// non-zero header is non-zero (a carry out is added back as 1), so only the multiples test
+/// is left: `total · inverse` at most 0x1_0001_0001_0001, without the `- 1` that moves an
+/// all-zero header's total out of that range.
+#[inline(always)]
+pub fn ip4_header_valid_nonzero(h: &[u8; 20]) -> bool {
+    let s = header_total(h);
+    debug_assert!(s != 0 || *h == [0; 20]);
+    s.wrapping_mul(INVERSE) <= MULTIPLES
+}
+
+/// The header as two 64-bit words and one 32-bit word in native byte order, added with
+/// end-around carry: ≡ the 16-bit ones'-complement sum (mod 0xffff), 0 only for an all-zero
+/// header.
+#[inline(always)]
+fn header_total(h: &[u8; 20]) -> u64 {
     let a = u64::from_ne_bytes(core::array::from_fn(|k| h[k]));
     let b = u64::from_ne_bytes(core::array::from_fn(|k| h[8 + k]));
     let c = u32::from_ne_bytes(core::array::from_fn(|k| h[16 + k])) as u64;
@@ -64,16 +84,19 @@ pub fn ip4_header_valid(h: &[u8; 20]) -> bool {
     // carry (after a carry the sum is below 2^32 + 1), and a non-zero total stays non-zero.
     let (s, c1) = a.overflowing_add(b);
     let (s, c2) = s.overflowing_add(c + c1 as u64);
-    nonzero_multiple_of_ffff(s + c2 as u64)
+    s + c2 as u64
 }
+
+/// The modular inverse of 0xffff (`0xffff · INVERSE ≡ 1 (mod 2^64)`).
+const INVERSE: u64 = 0xfffe_fffe_fffe_ffff;
+/// `(2^64 - 1) / 0xffff`: the multiples of 0xffff below 2^64 map to 0 ..= MULTIPLES.
+const MULTIPLES: u64 = 0x1_0001_0001_0001;
 
 /// `s % 0xffff == 0 && s != 0` in one multiply and one compare: multiplying by the modular
 /// inverse of 0xffff maps the multiples `k · 0xffff` (k = 0 ..= (2^64 - 1) / 0xffff) to `k`
 /// and every other value above them; subtracting 1 moves 0 to the top.
 #[inline(always)]
 fn nonzero_multiple_of_ffff(s: u64) -> bool {
-    const INVERSE: u64 = 0xfffe_fffe_fffe_ffff; // 0xffff · INVERSE ≡ 1 (mod 2^64)
-    const MULTIPLES: u64 = 0x1_0001_0001_0001; // (2^64 - 1) / 0xffff
     const _: () = assert!(0xffff * MULTIPLES == u64::MAX && 0xffffu64.wrapping_mul(INVERSE) == 1);
     s.wrapping_mul(INVERSE).wrapping_sub(1) < MULTIPLES
 }
@@ -209,6 +232,9 @@ mod tests {
                 h[10..12].copy_from_slice(&c.to_be_bytes());
             }
             prop_assert_eq!(ip4_header_valid(&h), sum_ip4_header(&h) == 0xffff);
+            if h != [0; 20] {
+                prop_assert_eq!(ip4_header_valid_nonzero(&h), sum_ip4_header(&h) == 0xffff);
+            }
         }
     }
 
@@ -262,6 +288,37 @@ mod tests {
         h[2] = 0;
         h[1] = 1;
         assert!(!ip4_header_valid(&h), "total 0x100");
+    }
+
+    /// `ip4_header_valid_nonzero` at both ends of its compare (the largest total, the
+    /// smallest multiple, their neighbours) and on headers with carries out of bit 63.
+    #[test]
+    fn ip4_header_valid_nonzero_at_the_ends() {
+        let cases: [(&[(usize, u8)], bool); 6] = [
+            (&[(0, 0xff), (1, 0xff)], true),
+            (&[(1, 1)], false),
+            (&[(2, 1)], false),
+            (&[(0, 0xff), (1, 0xfe)], false),
+            (&[(19, 1)], false),
+            (&[(0, 0x45)], false),
+        ];
+        for (bytes, want) in cases {
+            let mut h = [0u8; 20];
+            for &(i, v) in bytes {
+                h[i] = v;
+            }
+            assert_eq!(ip4_header_valid_nonzero(&h), want, "{h:?}");
+            assert_eq!(ip4_header_valid(&h), want, "{h:?}");
+        }
+        for fill in [&[0xffu8; 8][..], &[0xff; 16], &[0xff; 20]] {
+            let mut h = [0u8; 20];
+            h[..fill.len()].copy_from_slice(fill);
+            assert!(ip4_header_valid_nonzero(&h), "{} bytes of ones", fill.len());
+        }
+        // Carries out of bit 63 in both adds, total 0xffff · k.
+        let mut h = [0xffu8; 20];
+        h[19] = 0xfe;
+        assert_eq!(ip4_header_valid_nonzero(&h), sum_ip4_header(&h) == 0xffff);
     }
 
     #[test]

@@ -10,13 +10,15 @@ use crate::arp::arp_request;
 use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::own_source::{is_local, key};
+use crate::ip_family::{fast_run, SLOW_SWITCH_MIN, SLOW_SWITCH_SHARE};
+use crate::own_source::{is_local, key, SourceFilter};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
 use sluice_buffer::{BufIdx, Buffer, HeadLen};
 use sluice_fib::adj::{Adj, AdjKind};
+use sluice_fib::ip4::Ip4EntryPrefetch;
 use sluice_graph::{
     CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
-    FRAME_SIZE, SCRATCH_AHEAD,
+    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmp;
@@ -69,10 +71,23 @@ pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 /// into the fast path's martian test; the exact test (a source lookup) runs only for a
 /// source sharing its low 16 bits with one of the router's addresses. The fast path also
 /// prefetches table 0's first-level FIB entry of the destination, for `ip4-lookup` a frame
-/// later (docs/benchmarking.md, round 2's twelfth step).
+/// later (docs/benchmarking.md, round 2's twelfth step). The node has its own frame loop:
+/// the fast path (a 20-byte header, plausible source, correct checksum, total length within
+/// the buffer) runs in a loop that keeps its state in registers and writes no next arc, so a
+/// frame of such packets goes to `ip4-lookup` whole; any other packet goes through
+/// `process_one` (fourteenth step). The node is two parts, borrowed apart in the frame loop:
+/// what the fast path reads (the source filter, the FIB hint) and the [`PacketNode`] for
+/// the other packets (`Ip4InputSlow`).
 pub struct Ip4Input {
+    own: Arc<SourceFilter>,
+    fib_entries: Ip4EntryPrefetch,
+    slow: Ip4InputSlow,
+}
+
+/// `ip4-input`'s packets off the fast path (and all of them with `ip4-unicast` features).
+struct Ip4InputSlow {
     shared: Arc<Ip4Shared>,
-    own: Arc<crate::own_source::SourceFilter>,
+    own: Arc<SourceFilter>,
     // The `ip4-unicast` arc's first node per run of packets of one rx interface.
     arc: crate::feature::ArcRun,
     // Per frame: whether any interface has `ip4-unicast` features (else every packet goes
@@ -81,7 +96,7 @@ pub struct Ip4Input {
     // Table 0's first level (`Ip4Shared::fib` is never replaced), where the entries of the
     // packets' destinations are prefetched for `ip4-lookup`: one load a packet instead of
     // three through `shared`.
-    fib_entries: sluice_fib::ip4::Ip4EntryPrefetch,
+    fib_entries: Ip4EntryPrefetch,
 }
 
 sluice_graph::arcs! {
@@ -122,7 +137,7 @@ fn src_of(h: &[u8; MIN_HEADER_LEN]) -> &[u8; 4] {
     h[field::SRC..field::SRC + 4].try_into().unwrap_or(&[0; 4])
 }
 
-impl Ip4Input {
+impl Ip4InputSlow {
     /// Everything but the common 20-byte header from a plausible source (too short,
     /// IHL/version != 0x45, or a source whose first octet is martian): the checks one by
     /// one, in RFC 1812 order, on the packet's bytes `d` (`total_len` with its chain, in
@@ -171,7 +186,7 @@ impl Ip4Input {
     }
 }
 
-impl PacketNode for Ip4Input {
+impl PacketNode for Ip4InputSlow {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.features_any = self
@@ -226,6 +241,114 @@ impl PacketNode for Ip4Input {
         } else {
             InputNext::Lookup.next()
         }
+    }
+}
+
+/// `ip4-input`'s fast path alone: whether the packet at `b` is a 20-byte IPv4 header
+/// (`0x45`) from a plausible source with a correct checksum and a total length that fits
+/// the buffer; such a packet goes to `ip4-lookup`, its Ethernet padding trimmed. `false`,
+/// having changed nothing: `process_one` decides (a chained packet, anything to drop or
+/// look at more closely). Prefetches the destination's first-level FIB entry of table 0,
+/// for `ip4-lookup`.
+#[inline(always)]
+fn fast_one(own: &SourceFilter, fib: Ip4EntryPrefetch, b: &mut Buffer<'_>) -> bool {
+    let len = b.hdr.current_length;
+    let Some(h) = b.head::<MIN_HEADER_LEN>() else {
+        return false;
+    };
+    if h[field::VER_IHL] != 0x45 || own.suspect4(src_of(h)) {
+        return false;
+    }
+    const D: usize = field::DST;
+    fib.prefetch(u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]]));
+    // `0x45` in the first byte: the header is not all zeros.
+    if !checksum::ip4_header_valid_nonzero(h) {
+        return false;
+    }
+    // The total length as loaded, against the buffer's length swapped (one swap either way).
+    let total_ne = u16::from_ne_bytes([h[field::TOTAL_LEN], h[field::TOTAL_LEN + 1]]);
+    if total_ne != len.to_be() {
+        // Ethernet padding behind a short packet: trimmed (not in a chain).
+        let total = u16::from_be(total_ne);
+        if total < MIN_HEADER_LEN as u16 || total > len || b.chain_rest_len() != 0 {
+            return false;
+        }
+        b.hdr.current_length = total;
+    }
+    true
+}
+
+/// The frame loop: `PerPacket`'s (addresses resolved once, headers and data prefetched
+/// `PREFETCH_AHEAD` on) with the fast path ([`fast_one`]) in a loop of its own
+/// ([`crate::ip_family::fast_run`]) that writes no next: a frame whose packets all take it
+/// goes to `ip4-lookup` whole ([`Cx::enqueue_all`]). Otherwise the packets before the first
+/// that did not are given `ip4-lookup`, that one goes through `Ip4InputSlow::process_one`
+/// and the fast path resumes after it. With `ip4-unicast` features on any interface, every
+/// packet goes through `process_one` (it picks the rx interface's first feature). The slow
+/// part's `end_frame` is `PacketNode`'s default (nothing) and is not called.
+impl NodeFn for Ip4Input {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let arena = cx.arena();
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let slow = &mut self.slow;
+        slow.begin_frame(cx);
+        let addrs = &*addrs;
+        // The per-packet loop's first packet: 0 with features on the arc.
+        let mut start = 0;
+        if !slow.features_any {
+            // The fast path's state, borrowed apart from `slow` (no reference count touched);
+            // one closure for both calls, one copy of `fast_run`.
+            let own = &*self.own;
+            let fib = self.fib_entries;
+            let fast = move |b: &mut Buffer<'_>| fast_one(own, fib, b);
+            // SAFETY: this node owns `frame` (the dispatcher's contract), `addrs` was
+            // resolved from it above, and no view of its buffers is alive.
+            let mut i = unsafe { fast_run(arena, addrs, frame, 0, fast) };
+            if i == n {
+                // `end_frame` is `PacketNode`'s default (nothing): not called.
+                cx.enqueue_all(InputNext::Lookup.next(), frame);
+                cx.put_frame_scratch(s);
+                return;
+            }
+            nexts[..i].fill(InputNext::Lookup as u16);
+            // Packets off the fast path so far: past `SLOW_SWITCH_MIN` and one in
+            // `SLOW_SWITCH_SHARE`, the rest of the frame takes the per-packet loop.
+            let mut off = 0;
+            while i < n {
+                if off >= SLOW_SWITCH_MIN && off * SLOW_SWITCH_SHARE > i {
+                    break;
+                }
+                off += 1;
+                nexts[i] = {
+                    // SAFETY: as above; the view ends with this block, before `fast_run`
+                    // makes its own.
+                    let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+                    slow.process_one(cx, &mut b).0
+                };
+                // SAFETY: as above.
+                let j = unsafe { fast_run(arena, addrs, frame, i + 1, fast) };
+                nexts[i + 1..j].fill(InputNext::Lookup as u16);
+                i = j;
+            }
+            start = i;
+        }
+        for (k, (next, &bi)) in nexts[start..n].iter_mut().zip(&frame[start..]).enumerate() {
+            let i = start + k;
+            addrs.prefetch(i + PREFETCH_AHEAD, true);
+            // SAFETY: as above; the view lives only for this iteration.
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            *next = slow.process_one(cx, &mut b).0;
+        }
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -904,13 +1027,17 @@ pub fn register(
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP4_INPUT, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip4Input {
-                shared: s.clone(),
+            Box::new(Ip4Input {
                 own: s.own.clone(),
-                arc: crate::feature::ArcRun::new(fslot),
-                features_any: false,
                 fib_entries: s.fib.entry_prefetch(),
-            }))
+                slow: Ip4InputSlow {
+                    shared: s.clone(),
+                    own: s.own.clone(),
+                    arc: crate::feature::ArcRun::new(fslot),
+                    features_any: false,
+                    fib_entries: s.fib.entry_prefetch(),
+                },
+            })
         })
         .nexts(InputNext::NAMES)
         .counters(InputCounter::DESCS),

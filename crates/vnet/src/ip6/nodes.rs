@@ -8,7 +8,8 @@ use super::{solicited_node, CtlSlot, Ip6Shared};
 use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::own_source::{is_local, key};
+use crate::ip_family::{fast_run, SLOW_SWITCH_MIN, SLOW_SWITCH_SHARE};
+use crate::own_source::{is_local, key, SourceFilter};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
 use sluice_buffer::{BufIdx, Buffer, HeadLen};
@@ -68,11 +69,21 @@ fn addr_at(d: &[u8], at: usize) -> u128 {
 ///   [`crate::own_source`]), `multicast` (other multicast groups: not forwarded).
 ///
 /// Cost: the own-source test is one byte load keyed by the source's low 16 bits, folded
-/// into the martian-source test's branch.
+/// into the martian-source test's branch. The node has `ip4-input`'s frame loop: the fast
+/// path (unicast destination, plausible source, payload length within the buffer) in a
+/// loop that writes no next arc, a frame of such packets sent to `ip6-lookup` whole; any
+/// other packet through `process_one`. As `ip4-input`, the node is the fast path's part
+/// (the source filter) and the [`PacketNode`] for the other packets (`Ip6InputSlow`).
 pub struct Ip6Input {
+    own: Arc<SourceFilter>,
+    slow: Ip6InputSlow,
+}
+
+/// `ip6-input`'s packets off the fast path (and all of them with `ip6-unicast` features).
+struct Ip6InputSlow {
     slot: usize,
     shared: Arc<Ip6Shared>,
-    own: Arc<crate::own_source::SourceFilter>,
+    own: Arc<SourceFilter>,
     // Per frame: whether any interface has `ip6-unicast` features (else every packet goes
     // to ip6-lookup without a per-interface table read).
     features_any: bool,
@@ -128,7 +139,7 @@ fn martian_source(d: &[u8]) -> Option<InputCounter> {
     (src == 0 && !solicited).then_some(InputCounter::SrcUnspecified)
 }
 
-impl Ip6Input {
+impl Ip6InputSlow {
     /// A link-scope group (ff02::/16) other than the router's own, received on an
     /// interface with a host stack behind `punt` (linux-cp): OSPFv3's ff02::5/6, RIPng,
     /// PIM, VRRP, MLD... go to `ip6-local`, which punts them to the host.
@@ -175,7 +186,7 @@ impl Ip6Input {
     }
 }
 
-impl PacketNode for Ip6Input {
+impl PacketNode for Ip6InputSlow {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.features_any = self.shared.v4.features.any(self.slot);
@@ -225,6 +236,110 @@ impl PacketNode for Ip6Input {
             .v4
             .features
             .next(self.slot, b.hdr.rx_if, InputNext::Lookup.next())
+    }
+}
+
+/// `ip6-input`'s fast path alone: whether the packet at `b` is an IPv6 header from a
+/// plausible source (first byte neither 0 nor 0xff, low 16 bits no router address's) to
+/// a unicast destination, with a payload length that fits the buffer; such a packet goes
+/// to `ip6-lookup`, its Ethernet padding trimmed. `false`, having changed nothing:
+/// `process_one` decides (a chained packet, multicast, anything to drop or look at more
+/// closely).
+#[inline(always)]
+fn fast_one(own: &SourceFilter, b: &mut Buffer<'_>) -> bool {
+    let len = b.hdr.current_length;
+    let Some(d) = b.head::<HEADER_LEN>() else {
+        return false;
+    };
+    if d[0] >> 4 != 6
+        || (d[8].wrapping_add(1) <= 1) | own.may_be_own(key(&[d[22], d[23]]))
+        || d[24] == 0xff
+    {
+        return false;
+    }
+    // The payload length as loaded, against the buffer's beyond the header swapped (`head`
+    // found at least `HEADER_LEN` bytes).
+    let payload_ne = u16::from_ne_bytes([d[4], d[5]]);
+    let rest = len - HEADER_LEN as u16;
+    if payload_ne != rest.to_be() {
+        // Ethernet padding behind a short packet: trimmed (not in a chain).
+        let payload = u16::from_be(payload_ne);
+        if payload > rest || b.chain_rest_len() != 0 {
+            return false;
+        }
+        b.hdr.current_length = payload + HEADER_LEN as u16;
+    }
+    true
+}
+
+/// The frame loop, `ip4-input`'s: the fast path ([`fast_one`]) in a loop of its own
+/// ([`crate::ip_family::fast_run`]) that writes no next, a frame whose packets all take it
+/// sent to `ip6-lookup` whole ([`Cx::enqueue_all`]); a packet that does not goes through
+/// `Ip6InputSlow::process_one`, and the fast path resumes after it. With `ip6-unicast`
+/// features on any interface, every packet goes through `process_one`. The slow part's
+/// `end_frame` is `PacketNode`'s default (nothing) and is not called.
+impl NodeFn for Ip6Input {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let arena = cx.arena();
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let slow = &mut self.slow;
+        slow.begin_frame(cx);
+        let addrs = &*addrs;
+        // The per-packet loop's first packet: 0 with features on the arc.
+        let mut start = 0;
+        if !slow.features_any {
+            // The fast path's state, borrowed apart from `slow` (no reference count touched);
+            // one closure for both calls, one copy of `fast_run`.
+            let own = &*self.own;
+            let fast = move |b: &mut Buffer<'_>| fast_one(own, b);
+            // SAFETY: this node owns `frame` (the dispatcher's contract), `addrs` was
+            // resolved from it above, and no view of its buffers is alive.
+            let mut i = unsafe { fast_run(arena, addrs, frame, 0, fast) };
+            if i == n {
+                // `end_frame` is `PacketNode`'s default (nothing): not called.
+                cx.enqueue_all(InputNext::Lookup.next(), frame);
+                cx.put_frame_scratch(s);
+                return;
+            }
+            nexts[..i].fill(InputNext::Lookup as u16);
+            // Packets off the fast path so far: past `SLOW_SWITCH_MIN` and one in
+            // `SLOW_SWITCH_SHARE`, the rest of the frame takes the per-packet loop.
+            let mut off = 0;
+            while i < n {
+                if off >= SLOW_SWITCH_MIN && off * SLOW_SWITCH_SHARE > i {
+                    break;
+                }
+                off += 1;
+                nexts[i] = {
+                    // SAFETY: as above; the view ends with this block, before `fast_run`
+                    // makes its own.
+                    let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+                    slow.process_one(cx, &mut b).0
+                };
+                // SAFETY: as above.
+                let j = unsafe { fast_run(arena, addrs, frame, i + 1, fast) };
+                nexts[i + 1..j].fill(InputNext::Lookup as u16);
+                i = j;
+            }
+            start = i;
+        }
+        for (k, (next, &bi)) in nexts[start..n].iter_mut().zip(&frame[start..]).enumerate() {
+            let i = start + k;
+            addrs.prefetch(i + PREFETCH_AHEAD, true);
+            // SAFETY: as above; the view lives only for this iteration.
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            *next = slow.process_one(cx, &mut b).0;
+        }
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -1088,12 +1203,15 @@ pub fn register(
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP6_INPUT, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip6Input {
-                slot: fslot,
-                shared: s.clone(),
+            Box::new(Ip6Input {
                 own: s.own.clone(),
-                features_any: false,
-            }))
+                slow: Ip6InputSlow {
+                    slot: fslot,
+                    shared: s.clone(),
+                    own: s.own.clone(),
+                    features_any: false,
+                },
+            })
         })
         .nexts(InputNext::NAMES)
         .counters(InputCounter::DESCS),

@@ -44,6 +44,102 @@ fn input_validates_headers_and_trims_padding() {
     t.assert_no_leaks();
 }
 
+/// `ip4-input`'s frame loop: a frame of good packets goes on whole; around a packet the
+/// fast path does not take (dropped, or an options header that `process_one` forwards),
+/// the packets keep their arc, in order, the padded one trimmed (by the fast path). A frame
+/// of bad packets first leaves `error-drop` in every next slot of the thread's scratch, so
+/// a packet whose next the loop did not write would be dropped and missed here.
+#[test]
+fn input_fast_path_resumes_after_a_packet_it_does_not_take() {
+    let (mut t, sw) = setup("ip4-input");
+    let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
+    let mut csum = good(1);
+    csum[10] ^= 1;
+    let mut padded = good(3);
+    padded.extend_from_slice(&[0; 6]);
+    let mut version = good(5);
+    version[0] = 0x65;
+    let mut long = good(6);
+    long[2..4].copy_from_slice(&200u16.to_be_bytes());
+    refill(&mut long);
+    // A 24-byte header (one NOP-padded word of options): off the fast path, forwarded.
+    let mut opts = good(11);
+    opts[0] = 0x46;
+    opts.splice(20..20, [1u8; 4]);
+    let tl = opts.len() as u16;
+    opts[2..4].copy_from_slice(&tl.to_be_bytes());
+    refill(&mut opts);
+    t.run_with(&vec![csum.clone(); 10], |h| h.rx_if = sw);
+    t.run_with(
+        &[
+            csum,
+            good(2),
+            padded,
+            good(4),
+            version,
+            opts.clone(),
+            good(12),
+            long,
+            good(7),
+            good(8),
+        ],
+        |h| h.rx_if = sw,
+    );
+    let fwd: Vec<Vec<u8>> = t.arc("ip4-lookup").into_iter().map(|p| p.data).collect();
+    assert_eq!(
+        fwd,
+        [good(2), good(3), good(4), opts, good(12), good(7), good(8)]
+    );
+    t.assert_counters(&[("bad_checksum", 11), ("version", 1), ("bad_length", 1)]);
+    t.assert_no_leaks();
+    // A frame all on the fast path after it: no next of the last frame left over.
+    t.run_with(&[good(9), good(10)], |h| h.rx_if = sw);
+    let fwd: Vec<Vec<u8>> = t.arc("ip4-lookup").into_iter().map(|p| p.data).collect();
+    assert_eq!(fwd[7..], [good(9), good(10)]);
+    t.assert_no_leaks();
+}
+
+/// A frame where many packets leave the fast path (every other one an options header
+/// here) switches to the per-packet loop part way (`SLOW_SWITCH_MIN`, `SLOW_SWITCH_SHARE`):
+/// every packet still forwarded once, in order, the padded ones trimmed, with the last
+/// frame's bad packets' `error-drop` left in the scratch.
+#[test]
+fn input_many_packets_off_the_fast_path_take_the_per_packet_loop() {
+    let (mut t, sw) = setup("ip4-input");
+    let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
+    let opts = |last: u8| {
+        let mut p = good(last);
+        p[0] = 0x46;
+        p.splice(20..20, [1u8; 4]);
+        let tl = p.len() as u16;
+        p[2..4].copy_from_slice(&tl.to_be_bytes());
+        refill(&mut p);
+        p
+    };
+    let mut bad = good(1);
+    bad[10] ^= 1;
+    t.run_with(&vec![bad; 40], |h| h.rx_if = sw);
+    let mut pkts = Vec::new();
+    let mut want = Vec::new();
+    for k in 0..16u8 {
+        let o = opts(100 + k);
+        let g = good(10 + k);
+        let mut padded = g.clone();
+        if k % 3 == 0 {
+            padded.extend_from_slice(&[0; 6]);
+        }
+        pkts.push(o.clone());
+        pkts.push(padded);
+        want.push(o);
+        want.push(g);
+    }
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    let fwd: Vec<Vec<u8>> = t.arc("ip4-lookup").into_iter().map(|p| p.data).collect();
+    assert_eq!(fwd, want);
+    t.assert_counters(&[("bad_checksum", 40)]);
+    t.assert_no_leaks();
+}
+
 #[test]
 fn input_drops_martian_sources() {
     let (mut t, sw) = setup("ip4-input");
