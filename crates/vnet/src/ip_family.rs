@@ -17,7 +17,10 @@ use sluice_buffer::{Arena, BufIdx, Buffer, FrameAddrs};
 use sluice_cli::{Args, CliError};
 use sluice_fib::adj::{Adj, AdjKind, Adjacencies};
 use sluice_fib::lb::LoadBalances;
-use sluice_graph::{Cx, NodeFn, Suspend, Vlib, Wake, FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD};
+use sluice_graph::{
+    Cx, FrameScratch, Next, NodeFn, PacketNode, Suspend, Vlib, Wake, FRAME_SIZE, PREFETCH_AHEAD,
+    SCRATCH_AHEAD,
+};
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -65,6 +68,80 @@ pub(crate) unsafe fn fast_run<F: Fn(&mut Buffer<'_>) -> bool>(
         i += 1;
     }
     i
+}
+
+/// The frame loop of `ip4-input` and `ip6-input` (the families differ only in `fast`):
+/// `PerPacket`'s (addresses resolved once, headers and data prefetched [`PREFETCH_AHEAD`]
+/// on) with the fast path in a loop of its own ([`fast_run`]) that writes no next: a frame
+/// whose packets all take it goes to `lookup` whole ([`Cx::enqueue_all`]). Otherwise the
+/// packets before the first that did not are given `lookup`, that one goes through
+/// `slow.process_one` and the fast path resumes after it, until [`SLOW_SWITCH_MIN`] and
+/// one in [`SLOW_SWITCH_SHARE`] have left it (then the rest of the frame goes through
+/// `process_one`). With features on the arc (`features_any`), every packet goes through
+/// `process_one`. The caller has called `slow.begin_frame` (it reads `features_any` after
+/// it); `end_frame` is not called (both nodes have `PacketNode`'s default, nothing).
+#[inline(always)]
+pub(crate) fn input_frame<S, F>(
+    cx: &mut Cx,
+    frame: &[BufIdx],
+    slow: &mut S,
+    features_any: bool,
+    lookup: Next,
+    fast: F,
+) where
+    S: PacketNode,
+    F: Fn(&mut Buffer<'_>) -> bool + Copy,
+{
+    let arena = cx.arena();
+    debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
+    let n = frame.len().min(FRAME_SIZE);
+    let frame = &frame[..n];
+    let mut s = cx.take_frame_scratch();
+    let FrameScratch { addrs, nexts } = &mut *s;
+    arena.resolve(frame, SCRATCH_AHEAD, addrs);
+    let addrs = &*addrs;
+    // The per-packet loop's first packet: 0 with features on the arc.
+    let mut start = 0;
+    if !features_any {
+        // SAFETY: this node owns `frame` (the dispatcher's contract), `addrs` was resolved
+        // from it above, and no view of its buffers is alive.
+        let mut i = unsafe { fast_run(arena, addrs, frame, 0, fast) };
+        if i == n {
+            cx.enqueue_all(lookup, frame);
+            cx.put_frame_scratch(s);
+            return;
+        }
+        nexts[..i].fill(lookup.0);
+        // Packets off the fast path so far: past `SLOW_SWITCH_MIN` and one in
+        // `SLOW_SWITCH_SHARE`, the rest of the frame takes the per-packet loop.
+        let mut off = 0;
+        while i < n {
+            if off >= SLOW_SWITCH_MIN && off * SLOW_SWITCH_SHARE > i {
+                break;
+            }
+            off += 1;
+            nexts[i] = {
+                // SAFETY: as above; the view ends with this block, before `fast_run` makes
+                // its own.
+                let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+                slow.process_one(cx, &mut b).0
+            };
+            // SAFETY: as above.
+            let j = unsafe { fast_run(arena, addrs, frame, i + 1, fast) };
+            nexts[i + 1..j].fill(lookup.0);
+            i = j;
+        }
+        start = i;
+    }
+    for (k, (next, &bi)) in nexts[start..n].iter_mut().zip(&frame[start..]).enumerate() {
+        let i = start + k;
+        addrs.prefetch(i + PREFETCH_AHEAD, true);
+        // SAFETY: as above; the view lives only for this iteration.
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+        *next = slow.process_one(cx, &mut b).0;
+    }
+    cx.enqueue_to_next(frame, &s.nexts[..n]);
+    cx.put_frame_scratch(s);
 }
 
 /// The host-order address of a family's control plane (`u32`, `u128`).

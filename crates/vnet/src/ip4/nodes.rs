@@ -10,7 +10,7 @@ use crate::arp::arp_request;
 use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::ip_family::{fast_run, SLOW_SWITCH_MIN, SLOW_SWITCH_SHARE};
+use crate::ip_family::input_frame;
 use crate::own_source::{is_local, key, SourceFilter};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
 use sluice_buffer::{BufIdx, Buffer, HeadLen};
@@ -18,7 +18,7 @@ use sluice_fib::adj::{Adj, AdjKind};
 use sluice_fib::ip4::Ip4EntryPrefetch;
 use sluice_graph::{
     CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
-    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
+    FRAME_SIZE, SCRATCH_AHEAD,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmp;
@@ -278,74 +278,27 @@ fn fast_one(own: &SourceFilter, fib: Ip4EntryPrefetch, b: &mut Buffer<'_>) -> bo
     true
 }
 
-/// The frame loop: `PerPacket`'s (addresses resolved once, headers and data prefetched
-/// `PREFETCH_AHEAD` on) with the fast path ([`fast_one`]) in a loop of its own
-/// ([`crate::ip_family::fast_run`]) that writes no next: a frame whose packets all take it
-/// goes to `ip4-lookup` whole ([`Cx::enqueue_all`]). Otherwise the packets before the first
-/// that did not are given `ip4-lookup`, that one goes through `Ip4InputSlow::process_one`
-/// and the fast path resumes after it. With `ip4-unicast` features on any interface, every
-/// packet goes through `process_one` (it picks the rx interface's first feature). The slow
-/// part's `end_frame` is `PacketNode`'s default (nothing) and is not called.
+/// The frame loop ([`crate::ip_family::input_frame`], shared with `ip6-input`): the fast
+/// path ([`fast_one`]) in a loop of its own that writes no next, a frame whose packets all
+/// take it sent to `ip4-lookup` whole; any other packet through `Ip4InputSlow::process_one`
+/// (every packet with `ip4-unicast` features on any interface).
 impl NodeFn for Ip4Input {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let arena = cx.arena();
-        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
-        let mut s = cx.take_frame_scratch();
-        let FrameScratch { addrs, nexts } = &mut *s;
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
-        let slow = &mut self.slow;
-        slow.begin_frame(cx);
-        let addrs = &*addrs;
-        // The per-packet loop's first packet: 0 with features on the arc.
-        let mut start = 0;
-        if !slow.features_any {
-            // The fast path's state, borrowed apart from `slow` (no reference count touched);
-            // one closure for both calls, one copy of `fast_run`.
-            let own = &*self.own;
-            let fib = self.fib_entries;
-            let fast = move |b: &mut Buffer<'_>| fast_one(own, fib, b);
-            // SAFETY: this node owns `frame` (the dispatcher's contract), `addrs` was
-            // resolved from it above, and no view of its buffers is alive.
-            let mut i = unsafe { fast_run(arena, addrs, frame, 0, fast) };
-            if i == n {
-                // `end_frame` is `PacketNode`'s default (nothing): not called.
-                cx.enqueue_all(InputNext::Lookup.next(), frame);
-                cx.put_frame_scratch(s);
-                return;
-            }
-            nexts[..i].fill(InputNext::Lookup as u16);
-            // Packets off the fast path so far: past `SLOW_SWITCH_MIN` and one in
-            // `SLOW_SWITCH_SHARE`, the rest of the frame takes the per-packet loop.
-            let mut off = 0;
-            while i < n {
-                if off >= SLOW_SWITCH_MIN && off * SLOW_SWITCH_SHARE > i {
-                    break;
-                }
-                off += 1;
-                nexts[i] = {
-                    // SAFETY: as above; the view ends with this block, before `fast_run`
-                    // makes its own.
-                    let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
-                    slow.process_one(cx, &mut b).0
-                };
-                // SAFETY: as above.
-                let j = unsafe { fast_run(arena, addrs, frame, i + 1, fast) };
-                nexts[i + 1..j].fill(InputNext::Lookup as u16);
-                i = j;
-            }
-            start = i;
-        }
-        for (k, (next, &bi)) in nexts[start..n].iter_mut().zip(&frame[start..]).enumerate() {
-            let i = start + k;
-            addrs.prefetch(i + PREFETCH_AHEAD, true);
-            // SAFETY: as above; the view lives only for this iteration.
-            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-            *next = slow.process_one(cx, &mut b).0;
-        }
-        cx.enqueue_to_next(frame, &s.nexts[..n]);
-        cx.put_frame_scratch(s);
+        self.slow.begin_frame(cx);
+        let features_any = self.slow.features_any;
+        // The fast path's state, borrowed apart from `slow` (no reference count touched);
+        // one closure for both of `fast_run`'s calls, one copy of it.
+        let own = &*self.own;
+        let fib = self.fib_entries;
+        let fast = move |b: &mut Buffer<'_>| fast_one(own, fib, b);
+        input_frame(
+            cx,
+            frame,
+            &mut self.slow,
+            features_any,
+            InputNext::Lookup.next(),
+            fast,
+        );
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
