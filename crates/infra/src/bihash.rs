@@ -1,5 +1,6 @@
 //! A bucketed hash table with `u64` keys and `u64` values (VPP's `bihash_8_8` class) for the
-//! L2 FIB (MAC learning: key = MAC(48) | bridge-domain(16)), flow tables and NAT sessions.
+//! L2 FIB (MAC learning: key = MAC(48) | bridge-domain(16)) and flow tables (ACL sessions;
+//! NAT44's owner-only sessions use [`crate::flowtab::FlowTable`]).
 //!
 //! Workers read the shared [`BihashTable`] without a lock and without ever waiting; the main
 //! thread owns the writer, [`Bihash`] (`&mut self`), and publishes every change with atomic
@@ -86,8 +87,8 @@
 //! probes and, at worst, a re-keying rebuild; every hit is still an exact key compare.
 //!
 //! A table made with [`Bihash::with_limit_prehashed`] takes keys that are already digests of
-//! a secret-keyed hash (ACL and NAT44 sessions store [`FoldedKeyHash`] digests of their
-//! 5-tuples; [`WideKeyHash`], SipHash, is the conservative choice kept for tables that want
+//! a secret-keyed hash (ACL sessions store [`FoldedKeyHash`] digests of their 5-tuples, as
+//! NAT44's `FlowTable` does; [`WideKeyHash`], SipHash, is the conservative choice kept for tables that want
 //! a MAC-grade keyed hash): it
 //! spreads them with one multiply by a fresh odd key per array instead of hashing them again
 //! (an attacker cannot aim digests it cannot compute).
