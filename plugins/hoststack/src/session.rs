@@ -510,6 +510,13 @@ pub const SESSION_THREADS: usize = if (seg::MAX_QUEUES as usize) < MAX_THREADS {
     MAX_THREADS
 };
 
+/// What an application's slot holds while its TCP connection is being opened on the
+/// thread that will own it ([`CtlReq::Connect`]): not a session handle (it would name
+/// thread 255, and there are at most [`SESSION_THREADS`] threads, 0 to 254), so a request
+/// on the slot finds no session.
+pub(crate) const PENDING: u32 = u32::MAX;
+const _: () = assert!(handle_thread(PENDING) >= SESSION_THREADS);
+
 /// Sessions one thread's table holds (the bits below [`THREAD_SHIFT`]): past it a new
 /// session is refused ([`SessionMain::alloc_sess`]).
 pub const MAX_SESSIONS: usize = 1 << THREAD_SHIFT;
@@ -523,7 +530,7 @@ pub fn handle(thread: usize, index: usize) -> u32 {
 
 /// The thread a session handle names.
 #[inline]
-pub fn handle_thread(sid: u32) -> usize {
+pub const fn handle_thread(sid: u32) -> usize {
     (sid >> THREAD_SHIFT) as usize
 }
 
@@ -632,6 +639,15 @@ pub enum CtlReq {
         gen: u32,
         /// The session the slot held.
         sid: u32,
+        /// The request id to answer.
+        req: u32,
+    },
+    /// Open the TCP connection thread 0 prepared (its slot and port taken: see
+    /// [`SessionMain::tcp_connect_begin`]); the reply to request `req` is queued once
+    /// opened (or refused: the slot and the port are given back).
+    Connect {
+        /// The connection to open.
+        c: crate::tcpsess::Connect,
         /// The request id to answer.
         req: u32,
     },
@@ -948,7 +964,7 @@ impl SessionMain {
     }
 
     /// Application `a` if it is attach `serial` ([`AppConn::serial`]).
-    fn app_of(&self, a: u32, serial: u64) -> Option<&AppConn> {
+    pub(crate) fn app_of(&self, a: u32, serial: u64) -> Option<&AppConn> {
         self.apps
             .get(a as usize)
             .and_then(|x| x.as_ref())
@@ -965,7 +981,7 @@ impl SessionMain {
 
     /// Whether slot `slot` of application `a` (attach `serial`) still holds session `sid`
     /// in generation `gen` (a forwarded request is applied only then).
-    fn slot_holds(&self, a: u32, serial: u64, slot: u32, gen: u32, sid: u32) -> bool {
+    pub(crate) fn slot_holds(&self, a: u32, serial: u64, slot: u32, gen: u32, sid: u32) -> bool {
         self.app_of(a, serial).is_some_and(|app| {
             app.slots.get(slot as usize).copied().flatten() == Some(sid)
                 && app.slot_gen(slot) == gen
@@ -1016,6 +1032,17 @@ impl SessionMain {
                     if self.app_of(app, serial).is_some_and(|x| !x.dead) {
                         let r = Msg::CloseReply { req, retval };
                         self.replies.push((app, serial, r));
+                        replied = true;
+                    }
+                }
+                CtlReq::Connect { c, req } => {
+                    let r = self.tcp_open(th, &c);
+                    if matches!(r, Err(SessionError::NoSession)) {
+                        self.ctl_stale += 1;
+                    }
+                    if self.app_of(c.app, c.serial).is_some_and(|x| !x.dead) {
+                        let r = self.session_reply(req, r);
+                        self.replies.push((c.app, c.serial, r));
                         replied = true;
                     }
                 }
@@ -1386,9 +1413,20 @@ impl SessionMain {
                     let r = self.tcp_listen(a, local, backlog, locals);
                     Some(self.session_reply(req, r))
                 }
+                // Opened by the thread that will own it: thread 0 takes the slot and the
+                // port and forwards the rest (the owner queues the reply).
                 Some(Msg::TcpConnect { req, remote }) => {
-                    let r = self.tcp_connect(a, remote, locals);
-                    Some(self.session_reply(req, r))
+                    match self.tcp_connect_begin(a, remote, locals) {
+                        Ok((0, c)) => {
+                            let r = self.tcp_open(0, &c);
+                            Some(self.session_reply(req, r))
+                        }
+                        Ok((t, c)) => {
+                            self.send_ctl(t, CtlReq::Connect { c, req });
+                            None
+                        }
+                        Err(e) => Some(self.session_reply(req, Err(e))),
+                    }
                 }
                 Some(Msg::Close { req, slot }) => {
                     let sid = self.apps[a as usize]
@@ -1631,6 +1669,23 @@ impl SessionMain {
         })
     }
 
+    /// A free slot of application `a`, made ready for a new session
+    /// ([`AppConn::reset_slot`]; still free: the caller fills it).
+    pub(crate) fn take_slot(&mut self, a: u32) -> Result<u32, SessionError> {
+        let app = self
+            .apps
+            .get_mut(a as usize)
+            .and_then(|x| x.as_mut())
+            .ok_or(SessionError::Invalid)?;
+        let slot = app
+            .slots
+            .iter()
+            .position(|s| s.is_none())
+            .ok_or(SessionError::NoSpace)? as u32;
+        app.reset_slot(slot);
+        Ok(slot)
+    }
+
     pub(crate) fn new_session(
         &mut self,
         thread: usize,
@@ -1638,19 +1693,7 @@ impl SessionMain {
         local: SocketAddr,
         remote: Option<SocketAddr>,
     ) -> Result<u32, SessionError> {
-        let app = self
-            .apps
-            .get(a as usize)
-            .and_then(|x| x.as_ref())
-            .ok_or(SessionError::Invalid)?;
-        let slot = app
-            .slots
-            .iter()
-            .position(|s| s.is_none())
-            .ok_or(SessionError::NoSpace)? as u32;
-        if let Some(app) = self.apps[a as usize].as_mut() {
-            app.reset_slot(slot);
-        }
+        let slot = self.take_slot(a)?;
         let s = Session {
             app: a,
             slot,
@@ -2093,13 +2136,18 @@ pub(crate) mod tests {
         seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
         let mut ports = Vec::new();
         sm.serve_app(0, &locals(), &mut ports);
-        assert_eq!(sm.tcp_count(), 2, "protocol 6 to register");
-        assert_eq!(sm.workers[1].tcp_out.len(), 1, "the SYN is queued");
         let kicked = |sm: &SessionMain| {
             sm.workers[1]
                 .tcp_kick
-                .load(std::sync::atomic::Ordering::Acquire)
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
         };
+        // The connect waits on its owner's ring (thread 0 kicked it to open it).
+        assert!(kicked(&sm), "the owner not kicked for its ring");
+        assert_eq!(sm.tcp_count(), 1);
+        let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
+        sm.apply_ctl(1, &mut ring);
+        assert_eq!(sm.tcp_count(), 2, "protocol 6 to register");
+        assert_eq!(sm.workers[1].tcp_out.len(), 1, "the SYN is queued");
         assert!(!kicked(&sm), "no SYN before protocol 6 is registered");
         sm.send_replies(&mut ports);
         assert!(
@@ -2123,10 +2171,7 @@ pub(crate) mod tests {
         assert!(!kicked(&sm), "replies do not release the SYN");
         sm.set_tcp_applied(true);
         assert!(kicked(&sm), "registered: the worker sends the SYN");
-        // Once registered, a connection is sent at once.
-        sm.workers[1]
-            .tcp_kick
-            .store(false, std::sync::atomic::Ordering::Release);
+        // Once registered, a connection is sent as soon as its owner opens it.
         sm.next_thread = 1;
         let connect = Msg::TcpConnect {
             req: 4,
@@ -2134,6 +2179,9 @@ pub(crate) mod tests {
         };
         seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
         sm.serve_app(0, &locals(), &mut ports);
+        assert!(kicked(&sm));
+        let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
+        sm.apply_ctl(1, &mut ring);
         assert!(kicked(&sm));
     }
 
