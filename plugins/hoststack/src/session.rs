@@ -14,6 +14,7 @@ use sluice_session::seg::{self, EvQ, Fifo, Geometry};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Configuration (`session { ... }`, `session enable`).
 #[derive(Clone, Debug)]
@@ -253,17 +254,20 @@ pub struct AppConn {
     /// slot → whether its session is TCP (a listener or a connection), set when a TCP
     /// session takes the slot: thread 0 decides where a request on the slot goes
     /// ([`SessionMain::owner_elsewhere`]) without reading the owner's table. Written by
-    /// the accepting thread (`SessionMain::tcp_accept` runs on the connection's owner):
-    /// safe under the one session mutex; with the lock split it must be atomic (set before
-    /// the accept event is published) or live in the shared part behind its lock.
-    pub tcp: Vec<bool>,
+    /// the accepting thread (`SessionMain::tcp_accept` runs on the connection's owner)
+    /// before it publishes the accept event (Release; read with Acquire), so it holds
+    /// without the session mutex too (the step after, per-thread locks).
+    pub tcp: Vec<AtomicBool>,
     /// thread → how many of the application's sessions live in that thread's table
     /// (kept by [`SessionMain::alloc_sess`] and [`SessionMain::take_sess`]): whether a
     /// dead application still has sessions, and on which threads, without reading the
-    /// tables. Each entry is written by the thread filing or freeing the session (a
-    /// worker for its own connections), not only by thread 0: with the lock split they
-    /// must become per-thread atomics or move into the shared part behind its lock.
-    pub sess_on: Vec<u32>,
+    /// tables. Entry `t` is written mostly by thread `t` (it files and frees the sessions
+    /// of its table; thread 0 still frees a worker's sessions on `session disable`, a
+    /// failed registration or a closed listener's half-open connections), read by any
+    /// ([`AppConn::sess_on`]): one entry per possible thread ([`SESSION_THREADS`], made at
+    /// attach: a thread's table may come later), atomic read-modify-writes so that
+    /// neither reading nor counting needs the session mutex once it is split.
+    pub sess_on: Box<[AtomicU32]>,
     /// Which attach this is (1, 2, ... over the session layer's life: its index is
     /// reused). A reply held for an application, or a request forwarded for it, names
     /// it, so that neither reaches a later application given the same index.
@@ -333,26 +337,48 @@ impl AppConn {
         if let Some(n) = self.gens.get_mut(slot as usize) {
             *n = n.wrapping_add(1);
         }
-        if let Some(x) = self.tcp.get_mut(slot as usize) {
-            *x = false;
+        if let Some(x) = self.tcp.get(slot as usize) {
+            x.store(false, Ordering::Release);
         }
     }
 
     /// Whether slot `slot` holds a TCP session (see [`AppConn::tcp`]).
     pub fn slot_tcp(&self, slot: u32) -> bool {
-        self.tcp.get(slot as usize).copied().unwrap_or(false)
+        self.tcp
+            .get(slot as usize)
+            .is_some_and(|x| x.load(Ordering::Acquire))
     }
 
-    /// Marks slot `slot` as holding a TCP session.
-    pub fn set_tcp(&mut self, slot: u32) {
-        if let Some(x) = self.tcp.get_mut(slot as usize) {
-            *x = true;
+    /// Marks slot `slot` as holding a TCP session (before the application can learn of
+    /// the slot).
+    pub fn set_tcp(&self, slot: u32) {
+        if let Some(x) = self.tcp.get(slot as usize) {
+            x.store(true, Ordering::Release);
+        }
+    }
+
+    /// The application's sessions in thread `t`'s table (see [`AppConn::sess_on`]).
+    pub fn sess_on(&self, t: usize) -> u32 {
+        self.sess_on.get(t).map_or(0, |x| x.load(Ordering::Acquire))
+    }
+
+    /// Counts a session in (`add`) or out of thread `t`'s table (an atomic update: not
+    /// only thread `t` frees its sessions, see [`AppConn::sess_on`]).
+    fn count_on(&self, t: usize, add: bool) {
+        if let Some(x) = self.sess_on.get(t) {
+            if add {
+                x.fetch_add(1, Ordering::AcqRel);
+            } else {
+                let _ = x.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    Some(n.saturating_sub(1))
+                });
+            }
         }
     }
 
     /// Sessions of the application on every thread.
     pub fn sessions(&self) -> u32 {
-        self.sess_on.iter().sum()
+        self.sess_on.iter().map(|x| x.load(Ordering::Acquire)).sum()
     }
 
     /// Slot `slot`'s generation (see [`AppConn::gens`]).
@@ -827,13 +853,9 @@ impl SessionMain {
 
     /// Counts a session of application `a` in (`add`) or out of thread `t`'s table
     /// ([`AppConn::sess_on`]).
-    fn count_sess(&mut self, a: u32, t: usize, add: bool) {
-        if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.as_mut()) {
-            if app.sess_on.len() <= t {
-                app.sess_on.resize(t + 1, 0);
-            }
-            let n = &mut app.sess_on[t];
-            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+    fn count_sess(&self, a: u32, t: usize, add: bool) {
+        if let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) {
+            app.count_on(t, add);
         }
     }
 
@@ -1366,8 +1388,8 @@ impl SessionMain {
             slots: vec![None; g.n_slots as usize],
             owners: vec![0; g.n_slots as usize],
             gens: vec![0; g.n_slots as usize],
-            tcp: vec![false; g.n_slots as usize],
-            sess_on: vec![0; self.workers.len()],
+            tcp: (0..g.n_slots).map(|_| AtomicBool::new(false)).collect(),
+            sess_on: (0..SESSION_THREADS).map(|_| AtomicU32::new(0)).collect(),
             serial: self.attached + 1,
             dead: false,
         });
@@ -1821,12 +1843,7 @@ impl SessionMain {
         // the application now that its listeners are gone) keeps the application until
         // its last connection ends (`tcp_release` reaps it); only the workers holding
         // one get a `Detach`.
-        let on = |t: usize| {
-            self.apps[a as usize]
-                .as_ref()
-                .and_then(|x| x.sess_on.get(t).copied())
-                .unwrap_or(0)
-        };
+        let on = |t: usize| self.apps[a as usize].as_ref().map_or(0, |x| x.sess_on(t));
         let elsewhere: Vec<usize> = match forward {
             true => (1..self.workers.len()).filter(|&t| on(t) > 0).collect(),
             false => Vec::new(),
@@ -1893,9 +1910,7 @@ impl SessionMain {
         // test that reaps an application checks them against the tables here.
         if cfg!(debug_assertions) {
             if let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) {
-                let counted: Vec<u32> = (0..self.workers.len())
-                    .map(|t| app.sess_on.get(t).copied().unwrap_or(0))
-                    .collect();
+                let counted: Vec<u32> = (0..self.workers.len()).map(|t| app.sess_on(t)).collect();
                 let held: Vec<u32> = self
                     .workers
                     .iter()

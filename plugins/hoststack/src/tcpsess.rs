@@ -1234,7 +1234,7 @@ mod tests {
             let a = sm.apps[0].as_ref().unwrap();
             for (t, w) in sm.workers.iter().enumerate() {
                 let mine = w.sessions.iter().flatten().filter(|s| s.app == 0).count();
-                assert_eq!(a.sess_on.get(t).copied().unwrap_or(0) as usize, mine, "{t}");
+                assert_eq!(a.sess_on(t) as usize, mine, "{t}");
                 let tcp = w.sessions.iter().flatten().filter(|s| s.proto.is_tcp());
                 assert_eq!(w.tcp_count as usize, tcp.count(), "thread {t}");
             }
@@ -1263,7 +1263,7 @@ mod tests {
             .collect();
         check(&sm);
         let a = sm.apps[0].as_ref().unwrap();
-        assert!(a.sess_on.iter().all(|&n| n > 0), "{:?}", a.sess_on);
+        assert!((0..3).all(|t| a.sess_on(t) > 0), "{:?}", a.sess_on);
         assert_eq!(a.sessions() as usize, sm.iter().count());
         for &sid in &active {
             let w = &sm.workers[handle_thread(sid)];
@@ -1638,7 +1638,7 @@ mod tests {
             let app = sm.apps[a as usize].as_ref().unwrap();
             for (t, w) in sm.workers.iter().enumerate() {
                 let mine = w.sessions.iter().flatten().filter(|s| s.app == a).count();
-                assert_eq!(app.sess_on[t] as usize, mine, "thread {t}");
+                assert_eq!(app.sess_on(t) as usize, mine, "thread {t}");
                 let tcp = w.sessions.iter().flatten().filter(|s| s.proto.is_tcp());
                 assert_eq!(w.tcp_count as usize, tcp.count(), "thread {t}");
             }
