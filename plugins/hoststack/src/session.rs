@@ -518,6 +518,11 @@ pub struct SessionMain {
     /// segments and [`SessionMain::tcp_queue`] kicks no thread: a SYN sent before the
     /// registration could have its SYN-ACK punted by a worker (the SYN retried after 1 s).
     pub(crate) tcp_applied: bool,
+    /// TCP connects thread 0 began ([`SessionMain::tcp_connect_begin`]) that their owner
+    /// has not opened yet ([`SessionMain::tcp_open`], on every outcome): protocol 6 is
+    /// wanted for them too ([`SessionMain::tcp_wanted`]), so the control poll registers it
+    /// before a worker can queue the connect's reply.
+    pub(crate) tcp_pending: u32,
 }
 
 /// The bits of a session handle below the thread: a handle is `thread << THREAD_SHIFT |
@@ -1539,6 +1544,20 @@ impl SessionMain {
         }
     }
 
+    /// Whether protocol 6 should be registered: TCP sessions exist, or connects wait on
+    /// their owner's ring (a worker may queue such a connect's reply before the control
+    /// poll's second lock section, which must find protocol 6 registered or its failure
+    /// known). When not, the session layer holds its connections' segments from now on
+    /// (`tcp_applied` cleared before the unregistration): a connection made before the
+    /// next registration waits for it.
+    pub fn tcp_wanted(&mut self) -> bool {
+        let tcp = self.tcp_count() > 0 || self.tcp_pending > 0;
+        if !tcp {
+            self.set_tcp_applied(false);
+        }
+        tcp
+    }
+
     /// Whether [`SessionMain::tcp_applied`] is set.
     pub fn tcp_applied(&self) -> bool {
         self.tcp_applied
@@ -2198,6 +2217,60 @@ pub(crate) mod tests {
         let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
         sm.apply_ctl(1, &mut ring);
         assert!(kicked(&sm));
+    }
+
+    /// A connect waiting on its owner's ring counts for protocol 6 though no TCP session
+    /// exists yet. This takes `poll_control`'s steps in the order that went wrong when it
+    /// did not: the first lock section (poll, `tcp_wanted`), the owner applying the
+    /// connect and queuing its reply before the second section (registration outcome,
+    /// `refuse_unregistered`, `send_replies`). Registered: it stays registered (no
+    /// unregistration while the SYN waits). Not registered and the registration fails: the
+    /// owner's reply is refused with the failure, not sent as a success.
+    #[test]
+    fn a_pending_connect_keeps_protocol_6_wanted() {
+        for registered in [true, false] {
+            let (mut sm, peer) = with_app();
+            replies(&peer); // the attach's
+            let _ = sm.worker_kick(1);
+            sm.set_tcp_applied(registered);
+            sm.next_thread = 1;
+            let connect = Msg::TcpConnect {
+                req: 7,
+                remote: sa("10.0.0.2:80"),
+            };
+            seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
+            let mut ports = Vec::new();
+            // Section 1: the connect went to thread 1's ring; no session is filed yet.
+            sm.serve_app(0, &locals(), &mut ports);
+            let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
+            assert!(matches!(ring[..], [CtlReq::Connect { .. }]), "{ring:?}");
+            assert_eq!((sm.tcp_count(), sm.tcp_pending), (0, 1));
+            assert!(sm.tcp_wanted(), "a pending connect wants protocol 6");
+            assert_eq!(sm.tcp_applied(), registered, "not cleared (no churn)");
+            assert!(!sm.has_replies());
+            // Between the sections: the owner opens it and queues the reply.
+            sm.apply_ctl(1, &mut ring);
+            assert_eq!((sm.tcp_count(), sm.tcp_pending), (1, 0));
+            assert!(sm.has_replies());
+            // Section 2, with section 1's registration outcome.
+            let failed = SessionError::NotRegistered;
+            let tcp_failed = (!registered).then_some(&failed);
+            sm.refuse_unregistered(&[], tcp_failed, &mut ports);
+            sm.send_replies(&mut ports);
+            let r = replies(&peer);
+            let [Msg::SessionReply { req: 7, retval, .. }] = r[..] else {
+                panic!("{r:?}")
+            };
+            if registered {
+                assert_eq!(retval, 0);
+                assert!(sm.tcp_wanted() && sm.tcp_applied());
+            } else {
+                assert_eq!(retval, -failed.errno(), "refused with the failure");
+                assert_eq!(sm.tcp_count(), 0);
+                assert!(sm.tcp_ports.is_empty(), "{:?}", sm.tcp_ports);
+                assert!(!sm.tcp_wanted());
+            }
+        }
     }
 
     #[test]

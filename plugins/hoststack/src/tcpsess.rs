@@ -278,6 +278,7 @@ impl SessionMain {
             }
         }
         self.tcp_port_ref(v6, port, true);
+        self.tcp_pending += 1;
         let c = Connect {
             app: a,
             serial,
@@ -295,6 +296,7 @@ impl SessionMain {
     /// the port and the slot back.
     pub(crate) fn tcp_open(&mut self, th: usize, c: &Connect) -> Result<u32, SessionError> {
         let (local, remote, v6) = (c.local, c.remote, c.local.is_ipv6());
+        self.tcp_pending = self.tcp_pending.saturating_sub(1);
         let alive = self.app_of(c.app, c.serial).is_some_and(|x| !x.dead);
         let pending = self.slot_holds(c.app, c.serial, c.slot, c.gen, PENDING);
         let ours = crate::session::flow_owner(local, remote, self.n_threads()) == th;
@@ -1662,6 +1664,7 @@ mod tests {
         let app = sm.apps[0].as_ref().unwrap();
         let pending = app.slots.iter().filter(|s| **s == Some(PENDING)).count();
         assert_eq!(pending, rings[1].len() + rings[2].len());
+        assert_eq!(sm.tcp_pending as usize, pending, "pending connects counted");
         assert_eq!(app.slots.iter().flatten().count(), N as usize);
         assert_eq!(
             sm.tcp_ports.len(),
@@ -1702,6 +1705,7 @@ mod tests {
             assert!(sm.workers[owner].tcp_out.contains(&sid), "its SYN queued");
         }
         assert_eq!(seen.len(), N as usize);
+        assert_eq!(sm.tcp_pending, 0);
         assert_eq!(sm.tcp_stats().connected, N as u64);
         assert_eq!(sm.tcp_count(), N);
 
@@ -1734,6 +1738,7 @@ mod tests {
             assert!(sm.workers[t].tcp_conns.is_empty());
         }
         assert!(sm.ctl_stale > 0, "the dead applications' connects counted");
+        assert_eq!(sm.tcp_pending, 0, "a refused connect is no longer pending");
 
         // A full table on the owner: the reply says so, the port and the slot are back.
         let peer3 = crate::session::tests::attach_one(&mut sm);
@@ -1770,6 +1775,7 @@ mod tests {
         let app = sm.apps[a as usize].as_ref().unwrap();
         assert_eq!(app.slots.iter().flatten().count(), on0, "slots given back");
         assert_eq!(sm.tcp_ports.len(), on0, "ports given back");
+        assert_eq!(sm.tcp_pending, 0);
         check(&sm, a);
     }
 
