@@ -998,6 +998,17 @@ impl SessionMain {
             .filter(|x| x.serial == serial)
     }
 
+    /// The session slot `slot` of application `a` holds, for a request naming the slot
+    /// (close, shutdown): none for a free slot, nor for a connect still [`PENDING`] (the
+    /// application guessed a slot it was not told of: the request finds no session).
+    fn slot_session(&self, a: u32, slot: u32) -> Option<u32> {
+        self.apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .and_then(|x| x.slots.get(slot as usize).copied().flatten())
+            .filter(|&sid| sid != PENDING)
+    }
+
     /// Application `a`'s [`AppConn::serial`] (0: none).
     fn serial_of(&self, a: u32) -> u64 {
         self.apps
@@ -1456,9 +1467,7 @@ impl SessionMain {
                     }
                 }
                 Some(Msg::Close { req, slot }) => {
-                    let sid = self.apps[a as usize]
-                        .as_ref()
-                        .and_then(|x| x.slots.get(slot as usize).copied().flatten());
+                    let sid = self.slot_session(a, slot);
                     let r = match sid {
                         Some(sid) => {
                             match self.owner_elsewhere(a, slot, sid) {
@@ -1485,9 +1494,7 @@ impl SessionMain {
                     (req != msg::NO_REPLY).then_some(Msg::CloseReply { req, retval: r })
                 }
                 Some(Msg::Shutdown { req, slot }) => {
-                    let sid = self.apps[a as usize]
-                        .as_ref()
-                        .and_then(|x| x.slots.get(slot as usize).copied().flatten());
+                    let sid = self.slot_session(a, slot);
                     match sid.map(|sid| (sid, self.owner_elsewhere(a, slot, sid))) {
                         // The owner applies it and queues the reply (its outcome depends
                         // on the connection's state).
@@ -2271,6 +2278,51 @@ pub(crate) mod tests {
                 assert!(!sm.tcp_wanted());
             }
         }
+    }
+
+    /// A close or shutdown naming a slot whose connect is still pending on its owner's
+    /// ring (a slot the application guessed) finds no session; the connect still opens.
+    #[test]
+    fn a_close_on_a_pending_slot_finds_no_session() {
+        let (mut sm, peer) = with_app();
+        replies(&peer); // the attach's
+        let _ = sm.worker_kick(1);
+        sm.next_thread = 1;
+        let connect = Msg::TcpConnect {
+            req: 1,
+            remote: sa("10.0.0.2:80"),
+        };
+        seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
+        let mut ports = Vec::new();
+        sm.serve_app(0, &locals(), &mut ports);
+        let app = sm.apps[0].as_ref().unwrap();
+        let slot = app.slots.iter().position(|s| *s == Some(PENDING)).unwrap() as u32;
+        for m in [Msg::Close { req: 2, slot }, Msg::Shutdown { req: 3, slot }] {
+            seqpacket::send(&peer, &msg::encode(&m), None).unwrap();
+        }
+        sm.serve_app(0, &locals(), &mut ports);
+        sm.send_replies(&mut ports);
+        let none = -SessionError::NoSession.errno();
+        let r = replies(&peer);
+        assert!(
+            matches!(
+                r[..],
+                [
+                    Msg::CloseReply { req: 2, retval: a },
+                    Msg::CloseReply { req: 3, retval: b },
+                ] if a == none && b == none
+            ),
+            "{r:?}"
+        );
+        let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
+        sm.apply_ctl(1, &mut ring);
+        sm.send_replies(&mut ports);
+        let r = replies(&peer);
+        assert!(
+            matches!(r[..], [Msg::SessionReply { req: 1, retval: 0, slot: s, .. }] if s == slot),
+            "{r:?}"
+        );
+        assert_eq!(sm.tcp_count(), 1);
     }
 
     #[test]
