@@ -292,15 +292,20 @@ impl SessionMain {
 
     /// The owner's part of a TCP connect (thread `th`, which owns its 4-tuple): files the
     /// connection in its table, fills the slot and queues the SYN. An application gone
-    /// meanwhile (`NoSession`), a full table (`NoSpace`) or a slot no longer pending gives
-    /// the port and the slot back.
+    /// meanwhile (`NoSession`), a full table (`NoSpace`), a slot no longer pending or a
+    /// thread that no longer owns the 4-tuple (`NoSession`, logged) gives the port and the
+    /// slot back.
     pub(crate) fn tcp_open(&mut self, th: usize, c: &Connect) -> Result<u32, SessionError> {
         let (local, remote, v6) = (c.local, c.remote, c.local.is_ipv6());
         self.tcp_pending = self.tcp_pending.saturating_sub(1);
         let alive = self.app_of(c.app, c.serial).is_some_and(|x| !x.dead);
         let pending = self.slot_holds(c.app, c.serial, c.slot, c.gen, PENDING);
         let ours = crate::session::flow_owner(local, remote, self.n_threads()) == th;
-        debug_assert!(ours, "connect {local} -> {remote} opened off its owner");
+        // The number of threads changed since `tcp_connect_begin` (a table made meanwhile):
+        // refused as stale below, the port and the slot given back.
+        if !ours {
+            log::warn!("session: connect {local} -> {remote} reached thread {th}, not its owner");
+        }
         let mut r = Err(SessionError::NoSession);
         if alive && pending && ours {
             let iss = self.iss(local, remote);
@@ -1777,6 +1782,26 @@ mod tests {
         assert_eq!(sm.tcp_ports.len(), on0, "ports given back");
         assert_eq!(sm.tcp_pending, 0);
         check(&sm, a);
+    }
+
+    /// A connect reaching a thread that does not own its 4-tuple (the thread count changed
+    /// since thread 0 began it) is refused as stale, not opened (nor a panic in a debug
+    /// build): the port and the slot are given back.
+    #[test]
+    fn a_connect_off_its_owner_is_refused() {
+        let (mut sm, _peer) = crate::session::tests::with_app_on(2);
+        let locals = crate::session::tests::locals();
+        let remote: SocketAddr = "10.0.0.2:5201".parse().unwrap();
+        let (t, c) = sm.tcp_connect_begin(0, remote, &locals).unwrap();
+        assert_eq!(sm.tcp_ports.len(), 1);
+        assert!(matches!(
+            sm.tcp_open(1 - t, &c),
+            Err(SessionError::NoSession)
+        ));
+        assert!(sm.tcp_ports.is_empty(), "{:?}", sm.tcp_ports);
+        let app = sm.apps[0].as_ref().unwrap();
+        assert_eq!(app.slots.iter().flatten().count(), 0, "the slot given back");
+        assert_eq!((sm.tcp_count(), sm.tcp_pending), (0, 0));
     }
 
     /// Two threads: a close and a shutdown of connections thread 1 owns go to thread 1's
