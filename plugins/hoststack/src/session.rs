@@ -491,7 +491,8 @@ pub struct SessionMain {
     /// ([`CtlReq`]).
     pub ctl_forwarded: u64,
     /// Forwarded requests their owner dropped: the slot, its session or the application
-    /// had changed meanwhile.
+    /// had changed meanwhile (and connects refused for a dead application, which gets
+    /// no reply).
     pub ctl_stale: u64,
     /// Application events a full event queue refused (each filed for a retry unless the
     /// application is dead).
@@ -1075,10 +1076,12 @@ impl SessionMain {
                 }
                 CtlReq::Connect { c, req } => {
                     let r = self.tcp_open(th, &c);
-                    if matches!(r, Err(SessionError::NoSession)) {
+                    let alive = self.app_of(c.app, c.serial).is_some_and(|x| !x.dead);
+                    // Stale, or refused (whatever the error) with nobody to tell.
+                    if matches!(r, Err(SessionError::NoSession)) || (r.is_err() && !alive) {
                         self.ctl_stale += 1;
                     }
-                    if self.app_of(c.app, c.serial).is_some_and(|x| !x.dead) {
+                    if alive {
                         let r = self.session_reply(req, r);
                         self.replies.push((c.app, c.serial, r));
                         replied = true;
