@@ -2229,6 +2229,24 @@ pub(crate) mod tests {
         assert!(kicked(&sm));
     }
 
+    /// Two threads, protocol 6 registered or not, and one application whose connect
+    /// (request `req`) thread 0 served and forwarded to thread 1's ring, not applied yet.
+    fn connect_on_worker(req: u32, registered: bool) -> (SessionMain, OwnedFd, Vec<PortChange>) {
+        let (mut sm, peer) = with_app();
+        replies(&peer); // the attach's
+        let _ = sm.worker_kick(1);
+        sm.set_tcp_applied(registered);
+        sm.next_thread = 1;
+        let connect = Msg::TcpConnect {
+            req,
+            remote: sa("10.0.0.2:80"),
+        };
+        seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
+        let mut ports = Vec::new();
+        sm.serve_app(0, &locals(), &mut ports);
+        (sm, peer, ports)
+    }
+
     /// A connect waiting on its owner's ring counts for protocol 6 though no TCP session
     /// exists yet. This takes `poll_control`'s steps in the order that went wrong when it
     /// did not: the first lock section (poll, `tcp_wanted`), the owner applying the
@@ -2239,19 +2257,8 @@ pub(crate) mod tests {
     #[test]
     fn a_pending_connect_keeps_protocol_6_wanted() {
         for registered in [true, false] {
-            let (mut sm, peer) = with_app();
-            replies(&peer); // the attach's
-            let _ = sm.worker_kick(1);
-            sm.set_tcp_applied(registered);
-            sm.next_thread = 1;
-            let connect = Msg::TcpConnect {
-                req: 7,
-                remote: sa("10.0.0.2:80"),
-            };
-            seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
-            let mut ports = Vec::new();
             // Section 1: the connect went to thread 1's ring; no session is filed yet.
-            sm.serve_app(0, &locals(), &mut ports);
+            let (mut sm, peer, mut ports) = connect_on_worker(7, registered);
             let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
             assert!(matches!(ring[..], [CtlReq::Connect { .. }]), "{ring:?}");
             assert_eq!((sm.tcp_count(), sm.tcp_pending), (0, 1));
@@ -2287,17 +2294,7 @@ pub(crate) mod tests {
     /// ring (a slot the application guessed) finds no session; the connect still opens.
     #[test]
     fn a_close_on_a_pending_slot_finds_no_session() {
-        let (mut sm, peer) = with_app();
-        replies(&peer); // the attach's
-        let _ = sm.worker_kick(1);
-        sm.next_thread = 1;
-        let connect = Msg::TcpConnect {
-            req: 1,
-            remote: sa("10.0.0.2:80"),
-        };
-        seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
-        let mut ports = Vec::new();
-        sm.serve_app(0, &locals(), &mut ports);
+        let (mut sm, peer, mut ports) = connect_on_worker(1, false);
         let app = sm.apps[0].as_ref().unwrap();
         let slot = app.slots.iter().position(|s| *s == Some(PENDING)).unwrap() as u32;
         for m in [Msg::Close { req: 2, slot }, Msg::Shutdown { req: 3, slot }] {
