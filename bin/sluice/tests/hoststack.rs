@@ -69,8 +69,9 @@ impl Drop for Slot {
 
 /// The tags of these tests' namespaces (`Peer::new` refuses any other, so that
 /// [`reap_stale_namespaces`] knows them all).
-const TAGS: [&str; 16] = [
+const TAGS: [&str; 17] = [
     "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt", "pw", "sc",
+    "cc",
 ];
 
 /// Removes the namespaces of earlier runs of these tests that were killed before their
@@ -1273,6 +1274,111 @@ fn tcp_short_connections_closed_by_the_application_on_two_workers() {
     assert!(forwarded > 0, "no close went to the owner thread");
     assert_eq!(stale, 0);
     drop(app);
+    finish(d, dir);
+}
+
+/// Concurrent connects on two workers: four applications, each on its own thread, start
+/// many TCP connections at once to a kernel listener (thread 0 takes each one's port and
+/// slot, the owner opens it and queues the reply) while a fifth starts its own and dies
+/// with them in the handshake. Every connect of the four is answered and established on
+/// the thread that owns its flow, counted once, the kernel accepts each, and after the
+/// closes no session, port or buffer is left.
+#[test]
+fn tcp_concurrent_connects_are_opened_by_their_owners() {
+    use std::io::Read;
+    use std::net::TcpListener;
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    const APPS: usize = 4;
+    const EACH: usize = 24;
+    let peer = Peer::new("cc");
+    let (d, sock, dir) = sluice_on(&peer, "cc", 2);
+    let at: SocketAddr = "10.77.0.2:6002".parse().unwrap();
+    let srv = peer.run(move || TcpListener::bind(at).unwrap());
+    let accepted = std::thread::spawn(move || {
+        // Each connection read to its end (the applications close without writing).
+        let mut th = Vec::new();
+        for _ in 0..APPS * EACH {
+            let (mut c, _) = srv.accept().unwrap();
+            th.push(std::thread::spawn(move || {
+                let mut v = Vec::new();
+                c.read_to_end(&mut v).is_ok() && v.is_empty()
+            }));
+        }
+        th.into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|ok| *ok)
+            .count()
+    });
+    let go = std::sync::Arc::new(std::sync::Barrier::new(APPS + 1));
+    let apps: Vec<_> = (0..APPS)
+        .map(|i| {
+            let sock = sock.clone();
+            let go = go.clone();
+            std::thread::spawn(move || {
+                let mut app = App::attach(&sock, &format!("cc{i}")).unwrap();
+                go.wait();
+                let conns: Vec<_> = (0..EACH)
+                    .map(|_| app.tcp_connect_start(at).unwrap())
+                    .collect();
+                let t0 = std::time::Instant::now();
+                for s in &conns {
+                    loop {
+                        let st = app.tcp_state(s);
+                        assert_eq!(st & sluice_session::seg::tcp_state::RESET, 0, "refused");
+                        if st & sluice_session::seg::tcp_state::ESTABLISHED != 0 {
+                            break;
+                        }
+                        assert!(t0.elapsed() < Duration::from_secs(30), "not established");
+                        while app.next().is_some() {}
+                        app.wait(Some(Duration::from_millis(2))).unwrap();
+                    }
+                }
+                (app, conns)
+            })
+        })
+        .collect();
+    // The one that dies: its connections to a port nobody answers stay in the handshake.
+    let mut dying = App::attach(&sock, "cc-dies").unwrap();
+    go.wait();
+    let gone: SocketAddr = "10.77.0.9:6003".parse().unwrap();
+    for _ in 0..EACH {
+        dying.tcp_connect_start(gone).unwrap();
+    }
+    drop(dying);
+    let apps: Vec<_> = apps.into_iter().map(|t| t.join().unwrap()).collect();
+    let threads = threads_with_connections(&d);
+    assert!(threads.len() >= 2, "{threads:?}\n{}", d.ok("show session"));
+    assert_eq!(
+        tcp_opens(&d).1,
+        ((APPS + 1) * EACH) as u64,
+        "each counted once"
+    );
+    // Each connection a worker owns was opened there: a request forwarded for each.
+    let on_workers = d
+        .ok("show session")
+        .lines()
+        .filter(|l| l.contains("ESTABLISHED") && !l.starts_with("[0:"))
+        .count();
+    let (forwarded, _) = ctl_requests(&d);
+    assert!(on_workers > 0);
+    assert!(
+        forwarded >= on_workers as u64,
+        "{forwarded} forwarded, {on_workers} on workers"
+    );
+    for (mut app, conns) in apps {
+        for s in conns {
+            app.close(s).unwrap();
+        }
+        drop(app);
+    }
+    assert_eq!(
+        accepted.join().unwrap(),
+        APPS * EACH,
+        "every connection, ended cleanly"
+    );
     finish(d, dir);
 }
 

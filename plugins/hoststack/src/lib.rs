@@ -362,7 +362,7 @@ pub fn poll_control(vm: &mut Vlib) {
         let mut g = session_lock(&sm);
         g.foreign_udp = foreign;
         g.poll(locals, &mut ports);
-        let tcp = tcp_wanted(&mut g);
+        let tcp = g.tcp_wanted();
         (tcp, g.has_replies(), g.tcp_applied())
     };
     let failed = apply_ports(vm, ports);
@@ -384,22 +384,11 @@ pub fn poll_control(vm: &mut Vlib) {
             g.set_tcp_applied(true);
         }
         g.send_replies(&mut ports);
-        tcp_wanted(&mut g)
+        g.tcp_wanted()
     };
     apply_ports(vm, ports);
     // A failure here was logged; no reply waits on it.
     let _ = apply_tcp(vm, tcp);
-}
-
-/// Whether protocol 6 should be registered (TCP sessions exist). When not, the session
-/// layer holds its connections' segments from now on (`tcp_applied` cleared before the
-/// unregistration): a connection made before the next registration waits for it.
-fn tcp_wanted(g: &mut SessionMain) -> bool {
-    let tcp = g.tcp_count() > 0;
-    if !tcp {
-        g.set_tcp_applied(false);
-    }
-    tcp
 }
 
 /// Sends TCP to `tcp4-input`/`tcp6-input` while TCP sessions exist (otherwise

@@ -14,6 +14,7 @@ use sluice_session::seg::{self, EvQ, Fifo, Geometry};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Configuration (`session { ... }`, `session enable`).
 #[derive(Clone, Debug)]
@@ -253,17 +254,20 @@ pub struct AppConn {
     /// slot → whether its session is TCP (a listener or a connection), set when a TCP
     /// session takes the slot: thread 0 decides where a request on the slot goes
     /// ([`SessionMain::owner_elsewhere`]) without reading the owner's table. Written by
-    /// the accepting thread (`SessionMain::tcp_accept` runs on the connection's owner):
-    /// safe under the one session mutex; with the lock split it must be atomic (set before
-    /// the accept event is published) or live in the shared part behind its lock.
-    pub tcp: Vec<bool>,
+    /// the accepting thread (`SessionMain::tcp_accept` runs on the connection's owner)
+    /// before it publishes the accept event (Release; read with Acquire), so it holds
+    /// without the session mutex too (the step after, per-thread locks).
+    pub tcp: Vec<AtomicBool>,
     /// thread → how many of the application's sessions live in that thread's table
     /// (kept by [`SessionMain::alloc_sess`] and [`SessionMain::take_sess`]): whether a
     /// dead application still has sessions, and on which threads, without reading the
-    /// tables. Each entry is written by the thread filing or freeing the session (a
-    /// worker for its own connections), not only by thread 0: with the lock split they
-    /// must become per-thread atomics or move into the shared part behind its lock.
-    pub sess_on: Vec<u32>,
+    /// tables. Entry `t` is written mostly by thread `t` (it files and frees the sessions
+    /// of its table; thread 0 still frees a worker's sessions on `session disable`, a
+    /// failed registration or a closed listener's half-open connections), read by any
+    /// ([`AppConn::sess_on`]): one entry per possible thread ([`SESSION_THREADS`], made at
+    /// attach: a thread's table may come later), atomic read-modify-writes so that
+    /// neither reading nor counting needs the session mutex once it is split.
+    pub sess_on: Box<[AtomicU32]>,
     /// Which attach this is (1, 2, ... over the session layer's life: its index is
     /// reused). A reply held for an application, or a request forwarded for it, names
     /// it, so that neither reaches a later application given the same index.
@@ -333,26 +337,48 @@ impl AppConn {
         if let Some(n) = self.gens.get_mut(slot as usize) {
             *n = n.wrapping_add(1);
         }
-        if let Some(x) = self.tcp.get_mut(slot as usize) {
-            *x = false;
+        if let Some(x) = self.tcp.get(slot as usize) {
+            x.store(false, Ordering::Release);
         }
     }
 
     /// Whether slot `slot` holds a TCP session (see [`AppConn::tcp`]).
     pub fn slot_tcp(&self, slot: u32) -> bool {
-        self.tcp.get(slot as usize).copied().unwrap_or(false)
+        self.tcp
+            .get(slot as usize)
+            .is_some_and(|x| x.load(Ordering::Acquire))
     }
 
-    /// Marks slot `slot` as holding a TCP session.
-    pub fn set_tcp(&mut self, slot: u32) {
-        if let Some(x) = self.tcp.get_mut(slot as usize) {
-            *x = true;
+    /// Marks slot `slot` as holding a TCP session (before the application can learn of
+    /// the slot).
+    pub fn set_tcp(&self, slot: u32) {
+        if let Some(x) = self.tcp.get(slot as usize) {
+            x.store(true, Ordering::Release);
+        }
+    }
+
+    /// The application's sessions in thread `t`'s table (see [`AppConn::sess_on`]).
+    pub fn sess_on(&self, t: usize) -> u32 {
+        self.sess_on.get(t).map_or(0, |x| x.load(Ordering::Acquire))
+    }
+
+    /// Counts a session in (`add`) or out of thread `t`'s table (an atomic update: not
+    /// only thread `t` frees its sessions, see [`AppConn::sess_on`]).
+    fn count_on(&self, t: usize, add: bool) {
+        if let Some(x) = self.sess_on.get(t) {
+            if add {
+                x.fetch_add(1, Ordering::AcqRel);
+            } else {
+                let _ = x.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    Some(n.saturating_sub(1))
+                });
+            }
         }
     }
 
     /// Sessions of the application on every thread.
     pub fn sessions(&self) -> u32 {
-        self.sess_on.iter().sum()
+        self.sess_on.iter().map(|x| x.load(Ordering::Acquire)).sum()
     }
 
     /// Slot `slot`'s generation (see [`AppConn::gens`]).
@@ -465,7 +491,8 @@ pub struct SessionMain {
     /// ([`CtlReq`]).
     pub ctl_forwarded: u64,
     /// Forwarded requests their owner dropped: the slot, its session or the application
-    /// had changed meanwhile.
+    /// had changed meanwhile (and connects refused for a dead application, which gets
+    /// no reply).
     pub ctl_stale: u64,
     /// Application events a full event queue refused (each filed for a retry unless the
     /// application is dead).
@@ -492,6 +519,11 @@ pub struct SessionMain {
     /// segments and [`SessionMain::tcp_queue`] kicks no thread: a SYN sent before the
     /// registration could have its SYN-ACK punted by a worker (the SYN retried after 1 s).
     pub(crate) tcp_applied: bool,
+    /// TCP connects thread 0 began ([`SessionMain::tcp_connect_begin`]) that their owner
+    /// has not opened yet ([`SessionMain::tcp_open`], on every outcome): protocol 6 is
+    /// wanted for them too ([`SessionMain::tcp_wanted`]), so the control poll registers it
+    /// before a worker can queue the connect's reply.
+    pub(crate) tcp_pending: u32,
 }
 
 /// The bits of a session handle below the thread: a handle is `thread << THREAD_SHIFT |
@@ -510,6 +542,13 @@ pub const SESSION_THREADS: usize = if (seg::MAX_QUEUES as usize) < MAX_THREADS {
     MAX_THREADS
 };
 
+/// What an application's slot holds while its TCP connection is being opened on the
+/// thread that will own it ([`CtlReq::Connect`]): not a session handle (it would name
+/// thread 255, and there are at most [`SESSION_THREADS`] threads, 0 to 254), so a request
+/// on the slot finds no session.
+pub(crate) const PENDING: u32 = u32::MAX;
+const _: () = assert!(handle_thread(PENDING) >= SESSION_THREADS);
+
 /// Sessions one thread's table holds (the bits below [`THREAD_SHIFT`]): past it a new
 /// session is refused ([`SessionMain::alloc_sess`]).
 pub const MAX_SESSIONS: usize = 1 << THREAD_SHIFT;
@@ -523,7 +562,7 @@ pub fn handle(thread: usize, index: usize) -> u32 {
 
 /// The thread a session handle names.
 #[inline]
-pub fn handle_thread(sid: u32) -> usize {
+pub const fn handle_thread(sid: u32) -> usize {
     (sid >> THREAD_SHIFT) as usize
 }
 
@@ -632,6 +671,15 @@ pub enum CtlReq {
         gen: u32,
         /// The session the slot held.
         sid: u32,
+        /// The request id to answer.
+        req: u32,
+    },
+    /// Open the TCP connection thread 0 prepared (its slot and port taken: see
+    /// [`SessionMain::tcp_connect_begin`]); the reply to request `req` is queued once
+    /// opened (or refused: the slot and the port are given back).
+    Connect {
+        /// The connection to open.
+        c: crate::tcpsess::Connect,
         /// The request id to answer.
         req: u32,
     },
@@ -811,13 +859,9 @@ impl SessionMain {
 
     /// Counts a session of application `a` in (`add`) or out of thread `t`'s table
     /// ([`AppConn::sess_on`]).
-    fn count_sess(&mut self, a: u32, t: usize, add: bool) {
-        if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.as_mut()) {
-            if app.sess_on.len() <= t {
-                app.sess_on.resize(t + 1, 0);
-            }
-            let n = &mut app.sess_on[t];
-            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+    fn count_sess(&self, a: u32, t: usize, add: bool) {
+        if let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) {
+            app.count_on(t, add);
         }
     }
 
@@ -948,11 +992,22 @@ impl SessionMain {
     }
 
     /// Application `a` if it is attach `serial` ([`AppConn::serial`]).
-    fn app_of(&self, a: u32, serial: u64) -> Option<&AppConn> {
+    pub(crate) fn app_of(&self, a: u32, serial: u64) -> Option<&AppConn> {
         self.apps
             .get(a as usize)
             .and_then(|x| x.as_ref())
             .filter(|x| x.serial == serial)
+    }
+
+    /// The session slot `slot` of application `a` holds, for a request naming the slot
+    /// (close, shutdown): none for a free slot, nor for a connect still [`PENDING`] (the
+    /// application guessed a slot it was not told of: the request finds no session).
+    fn slot_session(&self, a: u32, slot: u32) -> Option<u32> {
+        self.apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .and_then(|x| x.slots.get(slot as usize).copied().flatten())
+            .filter(|&sid| sid != PENDING)
     }
 
     /// Application `a`'s [`AppConn::serial`] (0: none).
@@ -965,7 +1020,7 @@ impl SessionMain {
 
     /// Whether slot `slot` of application `a` (attach `serial`) still holds session `sid`
     /// in generation `gen` (a forwarded request is applied only then).
-    fn slot_holds(&self, a: u32, serial: u64, slot: u32, gen: u32, sid: u32) -> bool {
+    pub(crate) fn slot_holds(&self, a: u32, serial: u64, slot: u32, gen: u32, sid: u32) -> bool {
         self.app_of(a, serial).is_some_and(|app| {
             app.slots.get(slot as usize).copied().flatten() == Some(sid)
                 && app.slot_gen(slot) == gen
@@ -1016,6 +1071,19 @@ impl SessionMain {
                     if self.app_of(app, serial).is_some_and(|x| !x.dead) {
                         let r = Msg::CloseReply { req, retval };
                         self.replies.push((app, serial, r));
+                        replied = true;
+                    }
+                }
+                CtlReq::Connect { c, req } => {
+                    let r = self.tcp_open(th, &c);
+                    let alive = self.app_of(c.app, c.serial).is_some_and(|x| !x.dead);
+                    // Stale, or refused (whatever the error) with nobody to tell.
+                    if matches!(r, Err(SessionError::NoSession)) || (r.is_err() && !alive) {
+                        self.ctl_stale += 1;
+                    }
+                    if alive {
+                        let r = self.session_reply(req, r);
+                        self.replies.push((c.app, c.serial, r));
                         replied = true;
                     }
                 }
@@ -1339,8 +1407,8 @@ impl SessionMain {
             slots: vec![None; g.n_slots as usize],
             owners: vec![0; g.n_slots as usize],
             gens: vec![0; g.n_slots as usize],
-            tcp: vec![false; g.n_slots as usize],
-            sess_on: vec![0; self.workers.len()],
+            tcp: (0..g.n_slots).map(|_| AtomicBool::new(false)).collect(),
+            sess_on: (0..SESSION_THREADS).map(|_| AtomicU32::new(0)).collect(),
             serial: self.attached + 1,
             dead: false,
         });
@@ -1386,14 +1454,23 @@ impl SessionMain {
                     let r = self.tcp_listen(a, local, backlog, locals);
                     Some(self.session_reply(req, r))
                 }
+                // Opened by the thread that will own it: thread 0 takes the slot and the
+                // port and forwards the rest (the owner queues the reply).
                 Some(Msg::TcpConnect { req, remote }) => {
-                    let r = self.tcp_connect(a, remote, locals);
-                    Some(self.session_reply(req, r))
+                    match self.tcp_connect_begin(a, remote, locals) {
+                        Ok((0, c)) => {
+                            let r = self.tcp_open(0, &c);
+                            Some(self.session_reply(req, r))
+                        }
+                        Ok((t, c)) => {
+                            self.send_ctl(t, CtlReq::Connect { c, req });
+                            None
+                        }
+                        Err(e) => Some(self.session_reply(req, Err(e))),
+                    }
                 }
                 Some(Msg::Close { req, slot }) => {
-                    let sid = self.apps[a as usize]
-                        .as_ref()
-                        .and_then(|x| x.slots.get(slot as usize).copied().flatten());
+                    let sid = self.slot_session(a, slot);
                     let r = match sid {
                         Some(sid) => {
                             match self.owner_elsewhere(a, slot, sid) {
@@ -1420,9 +1497,7 @@ impl SessionMain {
                     (req != msg::NO_REPLY).then_some(Msg::CloseReply { req, retval: r })
                 }
                 Some(Msg::Shutdown { req, slot }) => {
-                    let sid = self.apps[a as usize]
-                        .as_ref()
-                        .and_then(|x| x.slots.get(slot as usize).copied().flatten());
+                    let sid = self.slot_session(a, slot);
                     match sid.map(|sid| (sid, self.owner_elsewhere(a, slot, sid))) {
                         // The owner applies it and queues the reply (its outcome depends
                         // on the connection's state).
@@ -1477,6 +1552,20 @@ impl SessionMain {
                 }
             }
         }
+    }
+
+    /// Whether protocol 6 should be registered: TCP sessions exist, or connects wait on
+    /// their owner's ring (a worker may queue such a connect's reply before the control
+    /// poll's second lock section, which must find protocol 6 registered or its failure
+    /// known). When not, the session layer holds its connections' segments from now on
+    /// (`tcp_applied` cleared before the unregistration): a connection made before the
+    /// next registration waits for it.
+    pub fn tcp_wanted(&mut self) -> bool {
+        let tcp = self.tcp_count() > 0 || self.tcp_pending > 0;
+        if !tcp {
+            self.set_tcp_applied(false);
+        }
+        tcp
     }
 
     /// Whether [`SessionMain::tcp_applied`] is set.
@@ -1631,6 +1720,23 @@ impl SessionMain {
         })
     }
 
+    /// A free slot of application `a`, made ready for a new session
+    /// ([`AppConn::reset_slot`]; still free: the caller fills it).
+    pub(crate) fn take_slot(&mut self, a: u32) -> Result<u32, SessionError> {
+        let app = self
+            .apps
+            .get_mut(a as usize)
+            .and_then(|x| x.as_mut())
+            .ok_or(SessionError::Invalid)?;
+        let slot = app
+            .slots
+            .iter()
+            .position(|s| s.is_none())
+            .ok_or(SessionError::NoSpace)? as u32;
+        app.reset_slot(slot);
+        Ok(slot)
+    }
+
     pub(crate) fn new_session(
         &mut self,
         thread: usize,
@@ -1638,19 +1744,7 @@ impl SessionMain {
         local: SocketAddr,
         remote: Option<SocketAddr>,
     ) -> Result<u32, SessionError> {
-        let app = self
-            .apps
-            .get(a as usize)
-            .and_then(|x| x.as_ref())
-            .ok_or(SessionError::Invalid)?;
-        let slot = app
-            .slots
-            .iter()
-            .position(|s| s.is_none())
-            .ok_or(SessionError::NoSpace)? as u32;
-        if let Some(app) = self.apps[a as usize].as_mut() {
-            app.reset_slot(slot);
-        }
+        let slot = self.take_slot(a)?;
         let s = Session {
             app: a,
             slot,
@@ -1778,12 +1872,7 @@ impl SessionMain {
         // the application now that its listeners are gone) keeps the application until
         // its last connection ends (`tcp_release` reaps it); only the workers holding
         // one get a `Detach`.
-        let on = |t: usize| {
-            self.apps[a as usize]
-                .as_ref()
-                .and_then(|x| x.sess_on.get(t).copied())
-                .unwrap_or(0)
-        };
+        let on = |t: usize| self.apps[a as usize].as_ref().map_or(0, |x| x.sess_on(t));
         let elsewhere: Vec<usize> = match forward {
             true => (1..self.workers.len()).filter(|&t| on(t) > 0).collect(),
             false => Vec::new(),
@@ -1850,9 +1939,7 @@ impl SessionMain {
         // test that reaps an application checks them against the tables here.
         if cfg!(debug_assertions) {
             if let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) {
-                let counted: Vec<u32> = (0..self.workers.len())
-                    .map(|t| app.sess_on.get(t).copied().unwrap_or(0))
-                    .collect();
+                let counted: Vec<u32> = (0..self.workers.len()).map(|t| app.sess_on(t)).collect();
                 let held: Vec<u32> = self
                     .workers
                     .iter()
@@ -2093,13 +2180,18 @@ pub(crate) mod tests {
         seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
         let mut ports = Vec::new();
         sm.serve_app(0, &locals(), &mut ports);
-        assert_eq!(sm.tcp_count(), 2, "protocol 6 to register");
-        assert_eq!(sm.workers[1].tcp_out.len(), 1, "the SYN is queued");
         let kicked = |sm: &SessionMain| {
             sm.workers[1]
                 .tcp_kick
-                .load(std::sync::atomic::Ordering::Acquire)
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
         };
+        // The connect waits on its owner's ring (thread 0 kicked it to open it).
+        assert!(kicked(&sm), "the owner not kicked for its ring");
+        assert_eq!(sm.tcp_count(), 1);
+        let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
+        sm.apply_ctl(1, &mut ring);
+        assert_eq!(sm.tcp_count(), 2, "protocol 6 to register");
+        assert_eq!(sm.workers[1].tcp_out.len(), 1, "the SYN is queued");
         assert!(!kicked(&sm), "no SYN before protocol 6 is registered");
         sm.send_replies(&mut ports);
         assert!(
@@ -2123,10 +2215,7 @@ pub(crate) mod tests {
         assert!(!kicked(&sm), "replies do not release the SYN");
         sm.set_tcp_applied(true);
         assert!(kicked(&sm), "registered: the worker sends the SYN");
-        // Once registered, a connection is sent at once.
-        sm.workers[1]
-            .tcp_kick
-            .store(false, std::sync::atomic::Ordering::Release);
+        // Once registered, a connection is sent as soon as its owner opens it.
         sm.next_thread = 1;
         let connect = Msg::TcpConnect {
             req: 4,
@@ -2135,6 +2224,105 @@ pub(crate) mod tests {
         seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
         sm.serve_app(0, &locals(), &mut ports);
         assert!(kicked(&sm));
+        let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
+        sm.apply_ctl(1, &mut ring);
+        assert!(kicked(&sm));
+    }
+
+    /// Two threads, protocol 6 registered or not, and one application whose connect
+    /// (request `req`) thread 0 served and forwarded to thread 1's ring, not applied yet.
+    fn connect_on_worker(req: u32, registered: bool) -> (SessionMain, OwnedFd, Vec<PortChange>) {
+        let (mut sm, peer) = with_app();
+        replies(&peer); // the attach's
+        let _ = sm.worker_kick(1);
+        sm.set_tcp_applied(registered);
+        sm.next_thread = 1;
+        let connect = Msg::TcpConnect {
+            req,
+            remote: sa("10.0.0.2:80"),
+        };
+        seqpacket::send(&peer, &msg::encode(&connect), None).unwrap();
+        let mut ports = Vec::new();
+        sm.serve_app(0, &locals(), &mut ports);
+        (sm, peer, ports)
+    }
+
+    /// A connect waiting on its owner's ring counts for protocol 6 though no TCP session
+    /// exists yet. This takes `poll_control`'s steps in the order that went wrong when it
+    /// did not: the first lock section (poll, `tcp_wanted`), the owner applying the
+    /// connect and queuing its reply before the second section (registration outcome,
+    /// `refuse_unregistered`, `send_replies`). Registered: it stays registered (no
+    /// unregistration while the SYN waits). Not registered and the registration fails: the
+    /// owner's reply is refused with the failure, not sent as a success.
+    #[test]
+    fn a_pending_connect_keeps_protocol_6_wanted() {
+        for registered in [true, false] {
+            // Section 1: the connect went to thread 1's ring; no session is filed yet.
+            let (mut sm, peer, mut ports) = connect_on_worker(7, registered);
+            let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
+            assert!(matches!(ring[..], [CtlReq::Connect { .. }]), "{ring:?}");
+            assert_eq!((sm.tcp_count(), sm.tcp_pending), (0, 1));
+            assert!(sm.tcp_wanted(), "a pending connect wants protocol 6");
+            assert_eq!(sm.tcp_applied(), registered, "not cleared (no churn)");
+            assert!(!sm.has_replies());
+            // Between the sections: the owner opens it and queues the reply.
+            sm.apply_ctl(1, &mut ring);
+            assert_eq!((sm.tcp_count(), sm.tcp_pending), (1, 0));
+            assert!(sm.has_replies());
+            // Section 2, with section 1's registration outcome.
+            let failed = SessionError::NotRegistered;
+            let tcp_failed = (!registered).then_some(&failed);
+            sm.refuse_unregistered(&[], tcp_failed, &mut ports);
+            sm.send_replies(&mut ports);
+            let r = replies(&peer);
+            let [Msg::SessionReply { req: 7, retval, .. }] = r[..] else {
+                panic!("{r:?}")
+            };
+            if registered {
+                assert_eq!(retval, 0);
+                assert!(sm.tcp_wanted() && sm.tcp_applied());
+            } else {
+                assert_eq!(retval, -failed.errno(), "refused with the failure");
+                assert_eq!(sm.tcp_count(), 0);
+                assert!(sm.tcp_ports.is_empty(), "{:?}", sm.tcp_ports);
+                assert!(!sm.tcp_wanted());
+            }
+        }
+    }
+
+    /// A close or shutdown naming a slot whose connect is still pending on its owner's
+    /// ring (a slot the application guessed) finds no session; the connect still opens.
+    #[test]
+    fn a_close_on_a_pending_slot_finds_no_session() {
+        let (mut sm, peer, mut ports) = connect_on_worker(1, false);
+        let app = sm.apps[0].as_ref().unwrap();
+        let slot = app.slots.iter().position(|s| *s == Some(PENDING)).unwrap() as u32;
+        for m in [Msg::Close { req: 2, slot }, Msg::Shutdown { req: 3, slot }] {
+            seqpacket::send(&peer, &msg::encode(&m), None).unwrap();
+        }
+        sm.serve_app(0, &locals(), &mut ports);
+        sm.send_replies(&mut ports);
+        let none = -SessionError::NoSession.errno();
+        let r = replies(&peer);
+        assert!(
+            matches!(
+                r[..],
+                [
+                    Msg::CloseReply { req: 2, retval: a },
+                    Msg::CloseReply { req: 3, retval: b },
+                ] if a == none && b == none
+            ),
+            "{r:?}"
+        );
+        let mut ring = std::mem::take(&mut *sm.workers[1].ctl_in.lock().unwrap());
+        sm.apply_ctl(1, &mut ring);
+        sm.send_replies(&mut ports);
+        let r = replies(&peer);
+        assert!(
+            matches!(r[..], [Msg::SessionReply { req: 1, retval: 0, slot: s, .. }] if s == slot),
+            "{r:?}"
+        );
+        assert_eq!(sm.tcp_count(), 1);
     }
 
     #[test]

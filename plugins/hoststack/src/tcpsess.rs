@@ -10,12 +10,34 @@
 //! released when the application has closed it and the connection has ended (or reached
 //! TIME-WAIT, which needs no FIFOs).
 
-use crate::session::{Proto, SessionError, SessionMain, TcpLink, NO_SLOT};
+use crate::session::{
+    Proto, SessStats, Session, SessionError, SessionMain, TcpLink, NO_SLOT, PENDING,
+};
 use crate::tcp::{self, Effect, Seg, State, Tcb, TcpFlags};
 use sluice_session::seg::{self, tcp_state};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+/// A TCP connect thread 0 prepared for the thread that will own the connection
+/// ([`SessionMain::tcp_connect_begin`], [`SessionMain::tcp_open`]): the application (and
+/// which attach), the slot it took (and its generation: the owner fills only that slot,
+/// still pending) and the 4-tuple, whose port thread 0 referenced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connect {
+    /// The application.
+    pub app: u32,
+    /// Its attach ([`crate::session::AppConn::serial`]).
+    pub serial: u64,
+    /// The slot taken for it.
+    pub slot: u32,
+    /// The slot's generation.
+    pub gen: u32,
+    /// Local address and port.
+    pub local: SocketAddr,
+    /// The peer.
+    pub remote: SocketAddr,
+}
 
 /// Why `tcp4-input` drops a segment (its counter).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -199,13 +221,30 @@ impl SessionMain {
     }
 
     /// Opens a TCP connection for application `a` to `remote` (the reply carries the slot;
-    /// its state word tells when it is established or refused).
+    /// its state word tells when it is established or refused): [`Self::tcp_connect_begin`]
+    /// and [`Self::tcp_open`] on the owner at once (thread 0's connections; and tests).
     pub fn tcp_connect(
         &mut self,
         a: u32,
         remote: SocketAddr,
         locals: &[(IpAddr, u8)],
     ) -> Result<u32, SessionError> {
+        let (t, c) = self.tcp_connect_begin(a, remote, locals)?;
+        self.tcp_open(t, &c)
+    }
+
+    /// Thread 0's part of a TCP connect (the shared part: the port, the application's
+    /// slot): picks the thread the connection will live on and a port whose 4-tuple that
+    /// thread owns, takes the port and a slot (marked [`PENDING`], its owner word, TCP flag
+    /// and endpoints set before the application can learn of it). Returns the owner and
+    /// what it needs to open the connection ([`Self::tcp_open`], forwarded as
+    /// [`CtlReq::Connect`](crate::session::CtlReq::Connect) when the owner is a worker).
+    pub(crate) fn tcp_connect_begin(
+        &mut self,
+        a: u32,
+        remote: SocketAddr,
+        locals: &[(IpAddr, u8)],
+    ) -> Result<(usize, Connect), SessionError> {
         if remote.ip().is_unspecified() || remote.port() == 0 || remote.ip().is_multicast() {
             return Err(SessionError::Invalid);
         }
@@ -226,33 +265,84 @@ impl SessionMain {
             .ok_or(SessionError::NoSpace)?;
         let local = SocketAddr::new(src, port);
         let owner = crate::session::flow_owner(local, remote, n);
-        let sid = self.new_session(owner, a, local, Some(remote))?;
-        let iss = self.iss(local, remote);
-        let tcb = Tcb::connect(iss, self.tcp_local(v6), Instant::now());
-        let slot = match self.sess_mut(sid) {
-            Some(s) => {
-                s.proto = Proto::Tcp(
-                    Box::new(tcb),
-                    TcpLink {
-                        port_ref: true,
-                        ..TcpLink::default()
-                    },
-                );
-                s.slot
-            }
-            None => return Err(SessionError::Invalid),
-        };
-        // new_session reset the slot.
+        let slot = self.take_slot(a)?;
+        let serial = self.apps[a as usize].as_ref().map_or(0, |x| x.serial);
+        let mut gen = 0;
         if let Some(app) = self.apps[a as usize].as_mut() {
+            app.slots[slot as usize] = Some(PENDING);
+            gen = app.slot_gen(slot);
             app.set_owner(slot, owner);
             app.set_tcp(slot);
             if let Some((rx, _)) = app.fifos(slot) {
                 rx.set_endpoints(local, remote, NO_SLOT);
             }
         }
-        self.workers[owner].tcp_conns.insert((local, remote), sid);
         self.tcp_port_ref(v6, port, true);
-        let w = &mut self.workers[owner];
+        self.tcp_pending += 1;
+        let c = Connect {
+            app: a,
+            serial,
+            slot,
+            gen,
+            local,
+            remote,
+        };
+        Ok((owner, c))
+    }
+
+    /// The owner's part of a TCP connect (thread `th`, which owns its 4-tuple): files the
+    /// connection in its table, fills the slot and queues the SYN. An application gone
+    /// meanwhile (`NoSession`), a full table (`NoSpace`), a slot no longer pending or a
+    /// thread that no longer owns the 4-tuple (`NoSession`, logged) gives the port and the
+    /// slot back.
+    pub(crate) fn tcp_open(&mut self, th: usize, c: &Connect) -> Result<u32, SessionError> {
+        let (local, remote, v6) = (c.local, c.remote, c.local.is_ipv6());
+        self.tcp_pending = self.tcp_pending.saturating_sub(1);
+        let alive = self.app_of(c.app, c.serial).is_some_and(|x| !x.dead);
+        let pending = self.slot_holds(c.app, c.serial, c.slot, c.gen, PENDING);
+        let ours = crate::session::flow_owner(local, remote, self.n_threads()) == th;
+        // The number of threads changed since `tcp_connect_begin` (a table made meanwhile):
+        // refused as stale below, the port and the slot given back.
+        if !ours {
+            log::warn!("session: connect {local} -> {remote} reached thread {th}, not its owner");
+        }
+        let mut r = Err(SessionError::NoSession);
+        if alive && pending && ours {
+            let iss = self.iss(local, remote);
+            let tcb = Tcb::connect(iss, self.tcp_local(v6), Instant::now());
+            let s = Session {
+                app: c.app,
+                slot: c.slot,
+                local,
+                remote: Some(remote),
+                stats: SessStats::default(),
+                proto: Proto::Tcp(
+                    Box::new(tcb),
+                    TcpLink {
+                        port_ref: true,
+                        ..TcpLink::default()
+                    },
+                ),
+            };
+            r = self.alloc_sess(th, s).ok_or(SessionError::NoSpace);
+        }
+        let sid = match r {
+            Ok(sid) => sid,
+            Err(e) => {
+                if pending {
+                    if let Some(app) = self.apps[c.app as usize].as_mut() {
+                        app.slots[c.slot as usize] = None;
+                    }
+                }
+                self.tcp_port_ref(v6, local.port(), false);
+                return Err(e);
+            }
+        };
+        if let Some(app) = self.apps[c.app as usize].as_mut() {
+            app.slots[c.slot as usize] = Some(sid);
+        }
+        let w = &mut self.workers[th];
+        w.tcp_conns.insert((local, remote), sid);
         w.tcp_count += 1;
         w.tcp_stats.connected += 1;
         // Before protocol 6 is registered on every thread (the first TCP session, or a
@@ -1151,7 +1241,7 @@ mod tests {
             let a = sm.apps[0].as_ref().unwrap();
             for (t, w) in sm.workers.iter().enumerate() {
                 let mine = w.sessions.iter().flatten().filter(|s| s.app == 0).count();
-                assert_eq!(a.sess_on.get(t).copied().unwrap_or(0) as usize, mine, "{t}");
+                assert_eq!(a.sess_on(t) as usize, mine, "{t}");
                 let tcp = w.sessions.iter().flatten().filter(|s| s.proto.is_tcp());
                 assert_eq!(w.tcp_count as usize, tcp.count(), "thread {t}");
             }
@@ -1180,7 +1270,7 @@ mod tests {
             .collect();
         check(&sm);
         let a = sm.apps[0].as_ref().unwrap();
-        assert!(a.sess_on.iter().all(|&n| n > 0), "{:?}", a.sess_on);
+        assert!((0..3).all(|t| a.sess_on(t) > 0), "{:?}", a.sess_on);
         assert_eq!(a.sessions() as usize, sm.iter().count());
         for &sid in &active {
             let w = &sm.workers[handle_thread(sid)];
@@ -1520,6 +1610,198 @@ mod tests {
     /// The ring's requests, as the owner's `session-queue` takes them.
     fn take_ring(sm: &SessionMain, t: usize) -> Vec<crate::session::CtlReq> {
         std::mem::take(&mut *sm.workers[t].ctl_in.lock().unwrap())
+    }
+
+    /// Three threads, many connects in one control poll: thread 0 takes each one's port
+    /// and slot (pending) and opens only the connections it owns; each worker's are on
+    /// its ring and in no table until the worker applies them, which files them, fills
+    /// the slots and queues the replies. Then an application dies with connects still on
+    /// the rings (its own and a second one, reaped at once), and a worker's table is full
+    /// when a connect reaches it: the ports and slots are given back, every session,
+    /// port and slot accounted, nothing left.
+    #[test]
+    fn connects_are_opened_by_their_owner_and_all_accounted() {
+        use crate::session::{handle_thread, tests::replies, Config, CtlReq, PENDING};
+        use sluice_infra::seqpacket;
+        use sluice_session::msg::{self, Msg};
+        const N: u32 = 40;
+        let mut sm = SessionMain::default();
+        sm.set_cfg(Config {
+            sessions_per_app: 64,
+            fifo_size: 4096,
+            evq_len: 64,
+            ..Config::default()
+        });
+        let _ = sm.worker_kick(2);
+        let peer = crate::session::tests::attach_one(&mut sm);
+        replies(&peer);
+        let locals = crate::session::tests::locals();
+        let remote: SocketAddr = "10.0.0.2:5201".parse().unwrap();
+        let send = |req: u32| {
+            let m = Msg::TcpConnect { req, remote };
+            seqpacket::send(&peer, &msg::encode(&m), None).unwrap();
+        };
+        let check = |sm: &SessionMain, a: u32| {
+            let app = sm.apps[a as usize].as_ref().unwrap();
+            for (t, w) in sm.workers.iter().enumerate() {
+                let mine = w.sessions.iter().flatten().filter(|s| s.app == a).count();
+                assert_eq!(app.sess_on(t) as usize, mine, "thread {t}");
+                let tcp = w.sessions.iter().flatten().filter(|s| s.proto.is_tcp());
+                assert_eq!(w.tcp_count as usize, tcp.count(), "thread {t}");
+            }
+        };
+        let mut ports = vec![];
+        for req in 1..=N {
+            send(req);
+        }
+        sm.serve_app(0, &locals, &mut ports);
+        sm.send_replies(&mut ports);
+        let now: Vec<Msg> = replies(&peer);
+        let rings: Vec<Vec<CtlReq>> = (0..3).map(|t| take_ring(&sm, t)).collect();
+        assert!(rings[0].is_empty());
+        assert!(!rings[1].is_empty() && !rings[2].is_empty(), "{rings:?}");
+        assert_eq!(now.len() + rings[1].len() + rings[2].len(), N as usize);
+        for t in 1..3 {
+            assert_eq!(sm.workers[t].sessions.iter().flatten().count(), 0, "{t}");
+            assert!(sm.workers[t].tcp_conns.is_empty() && sm.workers[t].tcp_out.is_empty());
+            assert_eq!(sm.workers[t].tcp_count, 0);
+        }
+        let app = sm.apps[0].as_ref().unwrap();
+        let pending = app.slots.iter().filter(|s| **s == Some(PENDING)).count();
+        assert_eq!(pending, rings[1].len() + rings[2].len());
+        assert_eq!(sm.tcp_pending as usize, pending, "pending connects counted");
+        assert_eq!(app.slots.iter().flatten().count(), N as usize);
+        assert_eq!(
+            sm.tcp_ports.len(),
+            N as usize,
+            "every port taken by thread 0"
+        );
+        check(&sm, 0);
+        for (t, mut ring) in rings.into_iter().enumerate().skip(1) {
+            for r in &ring {
+                let CtlReq::Connect { c, .. } = r else {
+                    panic!("{r:?}")
+                };
+                assert_eq!(crate::session::flow_owner(c.local, c.remote, 3), t);
+            }
+            sm.apply_ctl(t, &mut ring);
+            check(&sm, 0);
+        }
+        sm.send_replies(&mut ports);
+        let all: Vec<Msg> = now.into_iter().chain(replies(&peer)).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for m in &all {
+            let Msg::SessionReply {
+                req,
+                retval: 0,
+                slot,
+                local,
+            } = *m
+            else {
+                panic!("{m:?}")
+            };
+            assert!(seen.insert(req), "request {req} answered twice");
+            let sid = sm.apps[0].as_ref().unwrap().slots[slot as usize].unwrap();
+            let s = sm.sess(sid).unwrap();
+            assert_eq!((s.local, s.remote), (local, Some(remote)));
+            let owner = crate::session::flow_owner(local, remote, 3);
+            assert_eq!(handle_thread(sid), owner, "filed on its owner");
+            assert_eq!(sm.workers[owner].tcp_conns[&(local, remote)], sid);
+            assert!(sm.workers[owner].tcp_out.contains(&sid), "its SYN queued");
+        }
+        assert_eq!(seen.len(), N as usize);
+        assert_eq!(sm.tcp_pending, 0);
+        assert_eq!(sm.tcp_stats().connected, N as u64);
+        assert_eq!(sm.tcp_count(), N);
+
+        // A second application's connects, then both die with connects on the rings.
+        let peer2 = crate::session::tests::attach_one(&mut sm);
+        replies(&peer2);
+        for req in 1..=8 {
+            let m = Msg::TcpConnect { req, remote };
+            seqpacket::send(&peer2, &msg::encode(&m), None).unwrap();
+            send(100 + req);
+        }
+        sm.serve_app(0, &locals, &mut ports);
+        sm.serve_app(1, &locals, &mut ports);
+        let forwarded = (1..3).map(|t| sm.workers[t].ctl_in.lock().unwrap().len());
+        assert!(forwarded.sum::<usize>() > 0);
+        sm.detach(1, &mut ports);
+        assert!(sm.apps[1].is_none(), "no session anywhere: reaped at once");
+        sm.detach(0, &mut ports);
+        for t in 1..3 {
+            let mut ring = take_ring(&sm, t);
+            assert!(matches!(ring.last(), Some(CtlReq::Detach { app: 0, .. })));
+            sm.apply_ctl(t, &mut ring);
+        }
+        sm.send_replies(&mut ports);
+        assert!(sm.apps.iter().all(|a| a.is_none()), "both reaped");
+        assert!(sm.tcp_ports.is_empty(), "ports left: {:?}", sm.tcp_ports);
+        assert_eq!(sm.tcp_count(), 0);
+        assert_eq!(sm.iter().count(), 0);
+        for t in 0..3 {
+            assert!(sm.workers[t].tcp_conns.is_empty());
+        }
+        assert!(sm.ctl_stale > 0, "the dead applications' connects counted");
+        assert_eq!(sm.tcp_pending, 0, "a refused connect is no longer pending");
+
+        // A full table on the owner: the reply says so, the port and the slot are back.
+        let peer3 = crate::session::tests::attach_one(&mut sm);
+        replies(&peer3);
+        for req in 1..=6 {
+            let m = Msg::TcpConnect { req, remote };
+            seqpacket::send(&peer3, &msg::encode(&m), None).unwrap();
+        }
+        let a = sm.apps.iter().position(|x| x.is_some()).unwrap() as u32;
+        sm.serve_app(a, &locals, &mut ports);
+        let on0 = sm.workers[0].sessions.iter().flatten().count();
+        // The workers' tables are empty; the limit counts a table's length (a freed index
+        // is reused below it), so their freed indexes go too.
+        for t in 1..3 {
+            sm.workers[t].sessions.clear();
+            sm.workers[t].free.clear();
+        }
+        sm.sess_limit = Some(0);
+        for t in 1..3 {
+            let mut ring = take_ring(&sm, t);
+            sm.apply_ctl(t, &mut ring);
+        }
+        sm.send_replies(&mut ports);
+        let r = replies(&peer3);
+        assert_eq!(r.len(), 6);
+        let full = r
+            .iter()
+            .filter(|m| {
+                matches!(m, Msg::SessionReply { retval, .. }
+                    if *retval == -SessionError::NoSpace.errno())
+            })
+            .count();
+        assert_eq!(full, 6 - on0);
+        let app = sm.apps[a as usize].as_ref().unwrap();
+        assert_eq!(app.slots.iter().flatten().count(), on0, "slots given back");
+        assert_eq!(sm.tcp_ports.len(), on0, "ports given back");
+        assert_eq!(sm.tcp_pending, 0);
+        check(&sm, a);
+    }
+
+    /// A connect reaching a thread that does not own its 4-tuple (the thread count changed
+    /// since thread 0 began it) is refused as stale, not opened (nor a panic in a debug
+    /// build): the port and the slot are given back.
+    #[test]
+    fn a_connect_off_its_owner_is_refused() {
+        let (mut sm, _peer) = crate::session::tests::with_app_on(2);
+        let locals = crate::session::tests::locals();
+        let remote: SocketAddr = "10.0.0.2:5201".parse().unwrap();
+        let (t, c) = sm.tcp_connect_begin(0, remote, &locals).unwrap();
+        assert_eq!(sm.tcp_ports.len(), 1);
+        assert!(matches!(
+            sm.tcp_open(1 - t, &c),
+            Err(SessionError::NoSession)
+        ));
+        assert!(sm.tcp_ports.is_empty(), "{:?}", sm.tcp_ports);
+        let app = sm.apps[0].as_ref().unwrap();
+        assert_eq!(app.slots.iter().flatten().count(), 0, "the slot given back");
+        assert_eq!((sm.tcp_count(), sm.tcp_pending), (0, 0));
     }
 
     /// Two threads: a close and a shutdown of connections thread 1 owns go to thread 1's
