@@ -159,7 +159,14 @@ pub(crate) fn build_pool(workers: usize, shared: bool) -> (Vlib, CommandTree<Vli
     let mut plugins = sluice_plugins::all();
     plugins.push(&BENCH_PLUGIN);
     let entries = PluginsConfig::default().entries(&plugins);
-    let a = assemble(&entries, &cpu, &pool, Staged::default()).expect("runtime");
+    let mut staged = Staged::default();
+    // SLUICE_BENCH_CLOCK_SLOWDOWN: the runtime's clock runs that many times slower. Under
+    // callgrind (code 50–100× slower) `1000` lets per-second state — NAT's LRU stamps, which
+    // decide its established path — see the packets per second of a full-speed run.
+    if let Some(f) = env_usize("SLUICE_BENCH_CLOCK_SLOWDOWN") {
+        staged.put(sluice_infra::clock::Clock::calibrate().slowed(f as f64));
+    }
+    let a = assemble(&entries, &cpu, &pool, staged).expect("runtime");
     (a.vm, a.cli)
 }
 
@@ -425,6 +432,16 @@ impl Sink {
 /// run ending when the [`Sink`] node has seen its packets; reads the clocks/packet of every
 /// node of `r.path` from the runtime statistics. Fails if anything reached `error-drop`
 /// (the path is not what it claims; unless the sink is `error-drop`) or buffers leaked.
+/// Called as each measured run of [`replay_path`] starts (after its warm-up run): with
+/// callgrind's `--zero-before=measured_run_starts` the profile counts only the last measured
+/// run (`--packets` / 2 packets), not the setup (e.g. NAT's session creations) or the
+/// warm-up before it.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn measured_run_starts() {
+    std::hint::black_box(());
+}
+
 pub(crate) fn replay_path(
     o: &Opts,
     mut vm: Vlib,
@@ -464,6 +481,9 @@ pub(crate) fn replay_path(
             ),
         );
         cli(&mut vm, t, "clear runtime");
+        if run > 0 {
+            measured_run_starts();
+        }
         let before = total_vectors(&vm, sink);
         cli(&mut vm, t, "packet-generator enable");
         let t1 = Instant::now();

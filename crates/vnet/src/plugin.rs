@@ -242,6 +242,12 @@ impl Staged {
         self.map.insert(TypeId::of::<T>(), Box::new(v));
     }
 
+    /// Removes and returns the value of type `T`, if set.
+    pub fn take<T: 'static>(&mut self) -> Option<T> {
+        let v = self.map.remove(&TypeId::of::<T>())?;
+        v.downcast().ok().map(|b| *b)
+    }
+
     fn install(self, vm: &mut Vlib) {
         for (id, v) in self.map {
             vm.put_ext_any(id, v);
@@ -354,7 +360,12 @@ pub fn assemble(
         api,
         ..
     } = r;
-    let mut vm = Vlib::new(graph, cpu, buffers)?;
+    // A staged `Clock` (a benchmark's slowed one) replaces the calibrated one.
+    let mut staged = staged;
+    let mut vm = match staged.take::<sluice_infra::clock::Clock>() {
+        Some(clock) => Vlib::with_clock(graph, cpu, buffers, clock)?,
+        None => Vlib::new(graph, cpu, buffers)?,
+    };
     staged.install(&mut vm);
     crate::feature::init(&mut vm, Arc::new(features));
     vm.ext_mut::<PluginList>().entries = plugins.to_vec();
