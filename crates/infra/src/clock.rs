@@ -131,6 +131,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_slowed_clock_counts_seconds_that_many_times_slower() {
+        let c = Clock::with_hz(2e9);
+        let s = c.slowed(1000.0);
+        assert_eq!(s.hz(), 2e12);
+        assert_eq!(s.start_tsc(), c.start_tsc());
+        let t = c.start_tsc() + 4_000_000_000;
+        assert_eq!(c.secs_at(t), 2.0);
+        assert_eq!(s.secs_at(t), 0.002);
+        // A factor under 1 would speed it up: refused (kept as is).
+        assert_eq!(c.slowed(0.5).hz(), c.hz());
+    }
+
+    #[test]
     fn calibrated_clock_tracks_monotonic_time() {
         let c = Clock::calibrate();
         assert!(c.hz() >= 1e6);
