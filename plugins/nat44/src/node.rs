@@ -23,8 +23,7 @@
 //! ICMP errors and DHCP replies (UDP port 68). Packets to other addresses pass unchanged.
 //! Same metadata and next arcs as in2out.
 //!
-//! Frame processing (both nodes), three passes, the first two a chunk of [`CHUNK`] packets
-//! at a time (so that pass 2 finds the chunk's buffers still in L1): (1) parse every packet; a TCP/UDP/echo
+//! Frame processing (both nodes), three passes: (1) parse every packet; a TCP/UDP/echo
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed (in a table of more than
 //! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched, in a smaller one, which is in
@@ -125,11 +124,6 @@ const FRAME_EXPIRE: usize = 8;
 /// How many candidates ahead the lookup pass prefetches a hit's flow record (8: at 100k
 /// sessions it measured best of 4, 8, 12 and 16 for the session record, docs/nat.md).
 const SESSION_AHEAD: usize = 8;
-
-/// Packets of a frame that passes 1 and 2 take at a time: their buffer headers and packet
-/// lines (about 12 KiB) stay in a 32 KiB L1 data cache from pass 1 to pass 2, and a chunk
-/// still gives each bucket prefetch of pass 1 some 64 parses to land.
-const CHUNK: usize = 64;
 
 /// Live sessions from which pass 1 prefetches each candidate's table bucket. An estimate,
 /// not measured (only 1k sessions, where it costs, and 100k, where it gains, were): about
@@ -759,8 +753,66 @@ impl NodeFn for NatNode {
         let timeouts = cfg.timeouts;
         w.table.expire(now, &timeouts, FRAME_EXPIRE);
         let side = if *out { Side::Out } else { Side::In };
+        // Pass 1: parse; a TCP/UDP/echo packet this thread owns (and, out2in, addressed to
+        // an external address) is a candidate for the batched session lookup.
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
+        let mut nc = 0;
         let far = w.table.len() > PREFETCH_BUCKETS_FROM;
+        for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
+            // Past the frame's end the addresses repeat the last packet's.
+            addrs.prefetch(i + 2, true);
+            // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
+            // view lives for this iteration only.
+            let b = unsafe { arena.buffer_at(addrs, i, bi) };
+            let mut c = NO_CAND;
+            if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
+                let (fib, owner, ours) = if *out {
+                    let ours = cfg.is_external(t.dst);
+                    (
+                        0,
+                        local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
+                        ours,
+                    )
+                } else {
+                    let fib = b.hdr.ip.fib_index;
+                    (
+                        fib,
+                        local || cfg.threads[cfg.slot_in2out(&t, fib)] == me,
+                        true,
+                    )
+                };
+                if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
+                    // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                    // panics rather than losing the packet's candidacy silently).
+                    let k = Key::new(side, &t, fib);
+                    let d = w.table.key_digest(k);
+                    // A table larger than the caches: its bucket prefetched, so that pass
+                    // 2's probe finds it in cache (the rest of the frame's parse overlaps
+                    // the miss). A smaller one is in cache: looked up here, at once.
+                    if far {
+                        w.table.prefetch_bucket(d);
+                        digests[nc] = d;
+                    } else {
+                        vals[nc] = w.table.probe(d);
+                    }
+                    cands[nc] = Cand {
+                        k,
+                        // The IHL's bytes: at most 60.
+                        l4: l4 as u8,
+                        kind,
+                        pos: i as u16,
+                    };
+                    c = nc as u16;
+                    nc += 1;
+                }
+            }
+            *co = c;
+        }
+        // Pass 2: (large table) the candidates' lookups, buckets prefetched in pass 1 (a
+        // small table's candidates were looked up there); each hit confirmed by its
+        // session's full tuple, checked for expiry and translated at once (its next written
+        // at its frame position). Nothing in this pass frees a session, so every hit stays
+        // valid until the last; misses and expired sessions wait for pass 3.
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -771,149 +823,76 @@ impl NodeFn for NatNode {
             now,
             trace: None,
         };
+        let cands = &cands[..nc];
+        let vals = &mut vals[..nc];
+        if far {
+            pc.table.probe_many(&digests[..nc], vals);
+        }
         let mut translated = 0;
         // The feature next arc, read again only when the rx interface changes.
         let mut arc = ArcRun::new(*slot);
         arc.begin_frame(features, NatNext::Lookup.next());
-        let mut nc = 0;
-        // Passes 1 and 2 run a chunk of the frame at a time, so that pass 2 finds the
-        // chunk's buffer headers and packet bytes still in the L1 cache (a whole frame's
-        // are more than it holds).
-        for start in (0..n).step_by(CHUNK) {
-            let end = (start + CHUNK).min(n);
-            let nc0 = nc;
-            // Pass 1: parse; a TCP/UDP/echo packet this thread owns (and, out2in, addressed
-            // to an external address) is a candidate for the batched session lookup.
-            // (Read-only here: the table's hash keys and arrays stay in registers.)
-            let tb: &Table = pc.table;
-            for ((i, &bi), co) in frame[start..end]
-                .iter()
-                .enumerate()
-                .zip(cand_of[start..end].iter_mut())
-            {
-                let i = start + i;
-                // Past the frame's end the addresses repeat the last packet's.
-                addrs.prefetch(i + 2, true);
-                // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
-                // view lives for this iteration only.
-                let b = unsafe { arena.buffer_at(addrs, i, bi) };
-                let mut c = NO_CAND;
-                if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                    let (fib, owner, ours) = if *out {
-                        let ours = cfg.is_external(t.dst);
-                        (
-                            0,
-                            local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
-                            ours,
-                        )
-                    } else {
-                        let fib = b.hdr.ip.fib_index;
-                        (
-                            fib,
-                            local || cfg.threads[cfg.slot_in2out(&t, fib)] == me,
-                            true,
-                        )
-                    };
-                    if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                        // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                        // panics rather than losing the packet's candidacy silently).
-                        let k = Key::new(side, &t, fib);
-                        let d = tb.key_digest(k);
-                        // A table larger than the caches: its bucket prefetched, so that pass
-                        // 2's probe finds it in cache (the rest of the frame's parse overlaps
-                        // the miss). A smaller one is in cache: looked up here, at once.
-                        if far {
-                            tb.prefetch_bucket(d);
-                            digests[nc] = d;
-                        } else {
-                            vals[nc] = tb.probe(d);
-                        }
-                        cands[nc] = Cand {
-                            k,
-                            // The IHL's bytes: at most 60.
-                            l4: l4 as u8,
-                            kind,
-                            pos: i as u16,
-                        };
-                        c = nc as u16;
-                        nc += 1;
+        // The first `SESSION_AHEAD` hits' flow records before the loop (the loop prefetches
+        // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
+        // priming them; kept as it is at most 8 prefetches a frame, and without it the
+        // node measured 12 instructions a packet more at 1k (codegen, docs/nat.md).
+        // (A miss's `MISS` prefetches the line before the records: harmless, no branch.)
+        for &v in vals.iter().take(SESSION_AHEAD) {
+            pc.table.prefetch(v);
+        }
+        for (k, c) in cands.iter().enumerate() {
+            // The flow record of the hit `SESSION_AHEAD` on, so that its miss (a table larger
+            // than the caches) overlaps this one's work.
+            if let Some(&a) = vals.get(k + SESSION_AHEAD) {
+                pc.table.prefetch(a);
+            }
+            let v = vals[k];
+            if v == MISS {
+                continue;
+            }
+            let pos = c.pos as usize;
+            let bi = frame[pos];
+            // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
+            let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
+            let len = b.len();
+            // The flow's hot record (one line) answers an established flow's packet; the
+            // session is read only for its first packet of a second, a TCP SYN/FIN/RST or
+            // a key that is not the flow's.
+            let flags = flags_of(c.kind);
+            let (rw, deltas) = match pc.table.hit_hot(c.k, v, now, len, flags) {
+                Some(r) => r,
+                None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
+                    Hit::Live { rw, deltas, .. } => (rw, deltas),
+                    Hit::Expired => {
+                        vals[k] = EXPIRED;
+                        continue;
                     }
-                }
-                *co = c;
-            }
-            // Pass 2: (large table) the chunk's candidates' lookups, buckets prefetched in
-            // pass 1 (a small table's candidates were looked up there); each hit confirmed
-            // by its flow record or session and translated at once (its next written at its
-            // frame position). Nothing in this pass frees a session, so every hit stays
-            // valid until the frame's last; misses and expired sessions wait for pass 3.
-            let cands = &cands[nc0..nc];
-            let vals = &mut vals[nc0..nc];
-            if far {
-                pc.table.probe_many(&digests[nc0..nc], vals);
-            }
-            // The first `SESSION_AHEAD` hits' flow records before the loop (the loop prefetches
-            // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
-            // priming them; kept as it is at most 8 prefetches a chunk, and without it the
-            // node measured 12 instructions a packet more at 1k (codegen, docs/nat.md).
-            // (A miss's `MISS` prefetches the line before the records: harmless, no branch.)
-            for &v in vals.iter().take(SESSION_AHEAD) {
-                pc.table.prefetch(v);
-            }
-            for (k, c) in cands.iter().enumerate() {
-                // The flow record of the hit `SESSION_AHEAD` on, so that its miss (a table
-                // larger than the caches) overlaps this one's work.
-                if let Some(&a) = vals.get(k + SESSION_AHEAD) {
-                    pc.table.prefetch(a);
-                }
-                let v = vals[k];
-                if v == MISS {
-                    continue;
-                }
-                let pos = c.pos as usize;
-                let bi = frame[pos];
-                // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
-                let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
-                let len = b.len();
-                // The flow's hot record (one line) answers an established flow's packet; the
-                // session is read only for its first packet of a second, a TCP SYN/FIN/RST or
-                // a key that is not the flow's.
-                let flags = flags_of(c.kind);
-                let (rw, deltas) = match pc.table.hit_hot(c.k, v, now, len, flags) {
-                    Some(r) => r,
-                    None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
-                        Hit::Live { rw, deltas, .. } => (rw, deltas),
-                        Hit::Expired => {
-                            vals[k] = EXPIRED;
-                            continue;
-                        }
-                        Hit::Miss => continue,
+                    Hit::Miss => continue,
+                },
+            };
+            b.hdr.handoff_thread = 0;
+            let k = c.k;
+            let l4 = c.l4 as usize;
+            packet::translate_lazy(b.data_mut(), l4, c.kind, || k.tuple(), rw, deltas);
+            if b.hdr.is_traced() {
+                cx.trace(
+                    &b,
+                    NatTrace {
+                        out: v & 1 == 1,
+                        session: Some((v >> 1) as u32),
+                        from: k.tuple(),
+                        to: rw,
+                        handoff: None,
                     },
-                };
-                b.hdr.handoff_thread = 0;
-                let k = c.k;
-                let l4 = c.l4 as usize;
-                packet::translate_lazy(b.data_mut(), l4, c.kind, || k.tuple(), rw, deltas);
-                if b.hdr.is_traced() {
-                    cx.trace(
-                        &b,
-                        NatTrace {
-                            out: v & 1 == 1,
-                            session: Some((v >> 1) as u32),
-                            from: k.tuple(),
-                            to: rw,
-                            handoff: None,
-                        },
-                    );
-                }
-                let nx = arc.next(features, b.hdr.rx_if, NatNext::Lookup.next());
-                debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
-                nexts[pos] = nx.0;
-                cand_of[pos] = DONE;
-                translated += 1;
+                );
             }
+            let nx = arc.next(features, b.hdr.rx_if, NatNext::Lookup.next());
+            debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
+            nexts[pos] = nx.0;
+            cand_of[pos] = DONE;
+            translated += 1;
         }
         cx.count(NatCounter::Translated, translated);
-        let (cands, vals) = (&cands[..nc], &mut vals[..nc]);
         let creations = pc.table.creations();
         // Pass 3, in frame order: what pass 2 did not translate takes the per-packet path
         // (session creation, ICMP errors, pass-through, handoff). A miss found before a
