@@ -427,11 +427,6 @@ impl Sink {
     }
 }
 
-/// Replays `r.pcap` from `r.source` (into `r.node`, else the stream's default) once to
-/// warm up and then `o.runs` times, `o.packets / 2` packets each, on the main thread, each
-/// run ending when the [`Sink`] node has seen its packets; reads the clocks/packet of every
-/// node of `r.path` from the runtime statistics. Fails if anything reached `error-drop`
-/// (the path is not what it claims; unless the sink is `error-drop`) or buffers leaked.
 /// Called as each measured run of [`replay_path`] starts (after its warm-up run): with
 /// callgrind's `--zero-before=measured_run_starts` the profile counts only the last measured
 /// run (`--packets` / 2 packets), not the setup (e.g. NAT's session creations) or the
@@ -442,6 +437,11 @@ pub extern "C" fn measured_run_starts() {
     std::hint::black_box(());
 }
 
+/// Replays `r.pcap` from `r.source` (into `r.node`, else the stream's default) once to
+/// warm up and then `o.runs` times, `o.packets / 2` packets each, on the main thread, each
+/// run ending when the [`Sink`] node has seen its packets; reads the clocks/packet of every
+/// node of `r.path` from the runtime statistics. Fails if anything reached `error-drop`
+/// (the path is not what it claims; unless the sink is `error-drop`) or buffers leaked.
 pub(crate) fn replay_path(
     o: &Opts,
     mut vm: Vlib,
