@@ -163,7 +163,13 @@ pub(crate) fn build_pool(workers: usize, shared: bool) -> (Vlib, CommandTree<Vli
     // SLUICE_BENCH_CLOCK_SLOWDOWN: the runtime's clock runs that many times slower. Under
     // callgrind (code 50–100× slower) `1000` lets per-second state — NAT's LRU stamps, which
     // decide its established path — see the packets per second of a full-speed run.
+    // Timers and processes (NAT's walk, pg's pacing, rx-mode windows) then run as many times
+    // less often. 0 stops the benchmark (it would otherwise mean 1 without a word).
     if let Some(f) = env_usize("SLUICE_BENCH_CLOCK_SLOWDOWN") {
+        assert!(
+            f >= 1,
+            "SLUICE_BENCH_CLOCK_SLOWDOWN={f}: the slowdown is a factor of 1 or more"
+        );
         staged.put(sluice_infra::clock::Clock::calibrate().slowed(f as f64));
     }
     let a = assemble(&entries, &cpu, &pool, staged).expect("runtime");
