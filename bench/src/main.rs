@@ -159,7 +159,20 @@ pub(crate) fn build_pool(workers: usize, shared: bool) -> (Vlib, CommandTree<Vli
     let mut plugins = sluice_plugins::all();
     plugins.push(&BENCH_PLUGIN);
     let entries = PluginsConfig::default().entries(&plugins);
-    let a = assemble(&entries, &cpu, &pool, Staged::default()).expect("runtime");
+    let mut staged = Staged::default();
+    // SLUICE_BENCH_CLOCK_SLOWDOWN: the runtime's clock runs that many times slower. Under
+    // callgrind (code 50–100× slower) `1000` lets per-second state — NAT's LRU stamps, which
+    // decide its established path — see the packets per second of a full-speed run.
+    // Timers and processes (NAT's walk, pg's pacing, rx-mode windows) then run as many times
+    // less often. 0 stops the benchmark (it would otherwise mean 1 without a word).
+    if let Some(f) = env_usize("SLUICE_BENCH_CLOCK_SLOWDOWN") {
+        assert!(
+            f >= 1,
+            "SLUICE_BENCH_CLOCK_SLOWDOWN={f}: the slowdown is a factor of 1 or more"
+        );
+        staged.put(sluice_infra::clock::Clock::calibrate().slowed(f as f64));
+    }
+    let a = assemble(&entries, &cpu, &pool, staged).expect("runtime");
     (a.vm, a.cli)
 }
 
@@ -420,6 +433,16 @@ impl Sink {
     }
 }
 
+/// Called as each measured run of [`replay_path`] starts (after its warm-up run): with
+/// callgrind's `--zero-before=measured_run_starts` the profile counts only the last measured
+/// run (`--packets` / 2 packets), not the setup (e.g. NAT's session creations) or the
+/// warm-up before it.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn measured_run_starts() {
+    std::hint::black_box(());
+}
+
 /// Replays `r.pcap` from `r.source` (into `r.node`, else the stream's default) once to
 /// warm up and then `o.runs` times, `o.packets / 2` packets each, on the main thread, each
 /// run ending when the [`Sink`] node has seen its packets; reads the clocks/packet of every
@@ -464,6 +487,9 @@ pub(crate) fn replay_path(
             ),
         );
         cli(&mut vm, t, "clear runtime");
+        if run > 0 {
+            measured_run_starts();
+        }
         let before = total_vectors(&vm, sink);
         cli(&mut vm, t, "packet-generator enable");
         let t1 = Instant::now();

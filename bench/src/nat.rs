@@ -6,6 +6,24 @@
 //! Path: pg0 (inside) or pg1 (outside) -> ethernet-input -> ip4-input -> nat44-ed-in2out |
 //! nat44-ed-out2in -> ip4-lookup -> ip4-rewrite -> interface-output -> pg-tx. Frames visit
 //! the sessions in a shuffled order (no locality the traffic would not have).
+//!
+//! Each case creates its sessions (the setup pass), then replays the shuffled frames: a
+//! warm-up run of `--packets` / 2 (every flow once when that is at least the session count),
+//! then the measured runs. Under callgrind, the established path alone (docs/nat.md,
+//! "Session 16"):
+//!
+//! ```text
+//! SLUICE_BENCH_CLOCK_SLOWDOWN=1000 valgrind --tool=callgrind --demangle=no \
+//!   --zero-before=measured_run_starts --callgrind-out-file=cg.out \
+//!   target/release/sluice-bench nat --quick --runs 1 --packets 204800 --only "100000 in2out"
+//! scripts/callgrind-nodes.py cg.out 102400
+//! ```
+//!
+//! `--zero-before` leaves the last measured run's 102,400 packets in the profile (not the
+//! creations or the warm-up); the slowed clock keeps each flow's per-second LRU stamp
+//! current between its warm-up and measured packets, as at full speed (callgrind runs the
+//! code 50–100× slower, so otherwise every packet of a 100k table would take the session's
+//! once-a-second path).
 
 use crate::{cli, replay_path, write_pcap, Replay, Rng};
 use sluice_cli::CommandTree;

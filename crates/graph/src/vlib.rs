@@ -152,10 +152,20 @@ impl Vlib {
         cpu: &CpuConfig,
         buffers: &PoolConfig,
     ) -> Result<Vlib, VlibError> {
+        Vlib::with_clock(builder, cpu, buffers, Clock::calibrate())
+    }
+
+    /// [`Vlib::new`] with a given clock (a benchmark's [`Clock::slowed`] one) instead of a
+    /// freshly calibrated one.
+    pub fn with_clock(
+        builder: GraphBuilder,
+        cpu: &CpuConfig,
+        buffers: &PoolConfig,
+        clock: Clock,
+    ) -> Result<Vlib, VlibError> {
         let n_threads = 1 + cpu.workers.len();
         let registry = builder.build(n_threads)?;
         let pool = BufferPool::new(buffers)?;
-        let clock = Clock::calibrate();
         let shared = Arc::new(Shared::new(clock, n_threads, HANDOFF_RING).map_err(VlibError::Fds)?);
         if let Some(c) = cpu.main_core {
             if let Err(e) = pin_to_core(c) {

@@ -242,6 +242,12 @@ impl Staged {
         self.map.insert(TypeId::of::<T>(), Box::new(v));
     }
 
+    /// Removes and returns the value of type `T`, if set.
+    pub fn take<T: 'static>(&mut self) -> Option<T> {
+        let v = self.map.remove(&TypeId::of::<T>())?;
+        v.downcast().ok().map(|b| *b)
+    }
+
     fn install(self, vm: &mut Vlib) {
         for (id, v) in self.map {
             vm.put_ext_any(id, v);
@@ -324,6 +330,12 @@ pub struct Assembled {
 
 /// Registers the core and every enabled plugin, builds the runtime, installs the staged
 /// configuration and runs every `init`: what the daemon, the benchmarks and the tests call.
+///
+/// A [`Clock`](sluice_infra::clock::Clock) in `staged` is not installed like the rest: it
+/// replaces the runtime's calibrated clock (a benchmark's [`Clock::slowed`] one; the clock is
+/// picked out of `staged` by its type, so any staged `Clock` does this).
+///
+/// [`Clock::slowed`]: sluice_infra::clock::Clock::slowed
 pub fn assemble(
     plugins: &[PluginEntry],
     cpu: &CpuConfig,
@@ -350,11 +362,15 @@ pub fn assemble(
         graph,
         cli,
         features,
-        staged,
+        mut staged,
         api,
         ..
     } = r;
-    let mut vm = Vlib::new(graph, cpu, buffers)?;
+    // A staged `Clock` (a benchmark's slowed one) replaces the calibrated one.
+    let mut vm = match staged.take::<sluice_infra::clock::Clock>() {
+        Some(clock) => Vlib::with_clock(graph, cpu, buffers, clock)?,
+        None => Vlib::new(graph, cpu, buffers)?,
+    };
     staged.install(&mut vm);
     crate::feature::init(&mut vm, Arc::new(features));
     vm.ext_mut::<PluginList>().entries = plugins.to_vec();
@@ -439,5 +455,16 @@ mod tests {
             explicit: vec![("a".into(), true), ("a".into(), false)],
         };
         assert_eq!(on(&c), [false, false], "the last word wins");
+    }
+
+    #[test]
+    fn a_staged_clock_replaces_the_calibrated_one() {
+        use sluice_infra::clock::Clock;
+        let mut staged = Staged::default();
+        staged.put(Clock::with_hz(1e9).slowed(10.0));
+        let cpu = CpuConfig::default();
+        let pool = sluice_graph::testing::test_pool();
+        let a = assemble(&[], &cpu, &pool, staged).unwrap_or_else(|e| panic!("assemble: {e}"));
+        assert_eq!(a.vm.shared.clock.hz(), 1e10);
     }
 }

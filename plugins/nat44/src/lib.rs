@@ -35,7 +35,6 @@ pub mod session;
 use config::{Control, Snapshot};
 use session::Table;
 use sluice_graph::{Cx, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake};
-use sluice_infra::epoch::Epochs;
 use sluice_vnet::feature::FeatureDef;
 use sluice_vnet::ip4::Ip4Shared;
 use sluice_vnet::plugin::{Plugin, RegisterError, Registrar};
@@ -62,8 +61,6 @@ pub struct Worker {
     pub cfg: Arc<Snapshot>,
     /// Its sessions (empty on threads that own none).
     pub table: Table,
-    /// Quiescent-state counters (the session table's key arrays are reclaimed with them).
-    pub epochs: Arc<Epochs>,
 }
 
 /// State shared by the nodes and the CLI (a `Vlib` extension through [`NatMain`]).
@@ -134,8 +131,7 @@ impl NodeFn for Walk {
         for w in self.shared.workers() {
             if let Some(w) = lock(w).as_mut() {
                 let t = w.cfg.timeouts;
-                w.table.expire(&w.epochs, now, &t, WALK_BUDGET);
-                w.table.reclaim(&w.epochs);
+                w.table.expire(now, &t, WALK_BUDGET);
             }
         }
         // Interface-sourced addresses: republish when one moved.

@@ -60,7 +60,6 @@ use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE, SCRATCH_AHEAD};
-use sluice_infra::epoch::Epochs;
 use sluice_vnet::feature::{ArcRun, FeatureNext};
 use sluice_vnet::ip4::Ip4Shared;
 use sluice_vnet::ip_family::FibRead;
@@ -250,7 +249,6 @@ impl TraceRecord for NatTrace {
 struct Pc<'a> {
     cfg: &'a Snapshot,
     table: &'a mut Table,
-    epochs: &'a Epochs,
     ip4: Option<&'a Ip4Shared>,
     features: &'a FeatureNext,
     slot: usize,
@@ -287,7 +285,7 @@ impl Pc<'_> {
             self.table
                 .lookup_live(side, t, fib, self.now, &self.cfg.timeouts)?;
         if !live {
-            self.table.free(self.epochs, i);
+            self.table.free(i);
             self.table.stats.expired += 1;
             return None;
         }
@@ -343,10 +341,7 @@ impl Pc<'_> {
 
     /// Creates a session's flows in the table.
     fn create(&mut self, cx: &mut Cx, s: Session, which: u8) -> Result<(u32, u8), NatCounter> {
-        match self
-            .table
-            .create(self.epochs, s, self.now, &self.cfg.timeouts)
-        {
+        match self.table.create(s, self.now, &self.cfg.timeouts) {
             Ok(i) => {
                 cx.count(NatCounter::SessionCreated, 1);
                 Ok((i, which))
@@ -756,7 +751,7 @@ impl NodeFn for NatNode {
         let now = cx.now_secs();
         let cfg = w.cfg.clone();
         let timeouts = cfg.timeouts;
-        w.table.expire(&w.epochs, now, &timeouts, FRAME_EXPIRE);
+        w.table.expire(now, &timeouts, FRAME_EXPIRE);
         let side = if *out { Side::Out } else { Side::In };
         // Pass 1: parse; a TCP/UDP/echo packet this thread owns (and, out2in, addressed to
         // an external address) is a candidate for the batched session lookup.
@@ -821,7 +816,6 @@ impl NodeFn for NatNode {
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
-            epochs: &w.epochs,
             ip4: shared.ip4.get().map(|a| &**a),
             features,
             slot: *slot,

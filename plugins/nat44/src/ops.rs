@@ -60,7 +60,7 @@ pub fn free_sessions(sh: &NatShared, f: impl Fn(&Session) -> bool) -> usize {
     let mut n = 0;
     for w in sh.workers() {
         if let Some(w) = lock(w).as_mut() {
-            n += w.table.free_where(&w.epochs, &f);
+            n += w.table.free_where(&f);
         }
     }
     n
@@ -93,7 +93,6 @@ pub fn enable(vm: &mut Vlib, sessions: u32) -> VnetResult {
     c.max_sessions = Some(sessions);
     c.generation += 1;
     let snap = Arc::new(sh.snapshot(&c));
-    let epochs = vm.shared.epochs.clone();
     for (t, w) in sh.workers().iter().enumerate() {
         let owner = snap.threads.contains(&t);
         let max = if owner { sessions as usize } else { 0 };
@@ -103,7 +102,6 @@ pub fn enable(vm: &mut Vlib, sessions: u32) -> VnetResult {
                 max,
                 0x9e37_79b9 ^ (t as u64) << 32 ^ vm.shared.clock.now_tsc(),
             ),
-            epochs: epochs.clone(),
         });
     }
     Ok(())

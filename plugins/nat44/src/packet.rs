@@ -740,9 +740,9 @@ mod tests {
                 Flow { key: rev(new), rw: rev(t), side: Side::Out },
                 fib, 0, None,
             );
-            let (e, to) = (sluice_infra::epoch::Epochs::new(1), Timeouts::default());
+            let to = Timeouts::default();
             let mut tb = Table::new(4, 7);
-            let i = tb.create(&e, s, 0.5, &to).expect("created");
+            let i = tb.create(s, 0.5, &to).expect("created");
             // The outside packet of an echo request is a reply, and the reverse.
             let back = match kind { 3 => 4, 4 => 3, k => k };
             // The outside flow's key is looked up in FIB 0.

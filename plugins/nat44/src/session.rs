@@ -24,7 +24,6 @@
 use crate::config::Timeouts;
 use crate::packet::{tcp_flags, Deltas, Tuple};
 use sluice_infra::bihash::FoldedKeyHash;
-use sluice_infra::epoch::Epochs;
 use sluice_infra::epoch::{ZeroValid, ZeroedArray};
 use sluice_infra::flowtab::FlowTable;
 use sluice_infra::pool::Pool;
@@ -857,14 +856,8 @@ impl Table {
     }
 
     /// Adds a session. If the table is full, the oldest expired session is freed first.
-    pub fn create(
-        &mut self,
-        e: &Epochs,
-        s: Session,
-        now: f64,
-        t: &Timeouts,
-    ) -> Result<u32, CreateError> {
-        if self.sessions.len() >= self.max && self.expire(e, now, t, 1) == 0 {
+    pub fn create(&mut self, s: Session, now: f64, t: &Timeouts) -> Result<u32, CreateError> {
+        if self.sessions.len() >= self.max && self.expire(now, t, 1) == 0 {
             return Err(CreateError::Full);
         }
         let [f0, f1] = [
@@ -902,7 +895,7 @@ impl Table {
     }
 
     /// Frees a session.
-    pub fn free(&mut self, _e: &Epochs, i: u32) -> Option<Session> {
+    pub fn free(&mut self, i: u32) -> Option<Session> {
         let class = self.sessions.get(i)?.class;
         self.unlink(i, class);
         let s = self.sessions.remove(i)?;
@@ -988,7 +981,7 @@ impl Table {
     /// Frees up to `budget` expired sessions, oldest first in each class; returns how many.
     /// A session's LRU position lags its last packet by less than a second, so a session
     /// is freed at most a second after it expired.
-    pub fn expire(&mut self, e: &Epochs, now: f64, t: &Timeouts, budget: usize) -> usize {
+    pub fn expire(&mut self, now: f64, t: &Timeouts, budget: usize) -> usize {
         let mut n = 0;
         for c in 0..N_CLASSES {
             while n < budget {
@@ -997,7 +990,7 @@ impl Table {
                 if !self.expired(h, s, now, t) {
                     break;
                 }
-                self.free(e, h);
+                self.free(h);
                 n += 1;
             }
         }
@@ -1006,7 +999,7 @@ impl Table {
     }
 
     /// Frees every session `f` selects; returns how many.
-    pub fn free_where(&mut self, e: &Epochs, f: impl Fn(&Session) -> bool) -> usize {
+    pub fn free_where(&mut self, f: impl Fn(&Session) -> bool) -> usize {
         let v: Vec<u32> = self
             .sessions
             .iter()
@@ -1014,15 +1007,11 @@ impl Table {
             .map(|(i, _)| i)
             .collect();
         for &i in &v {
-            self.free(e, i);
+            self.free(i);
         }
         self.stats.deleted += v.len() as u64;
         v.len()
     }
-
-    /// Frees the old key arrays whose grace period is over (none: the [`FlowTable`] never
-    /// moves; kept for the walk's call).
-    pub fn reclaim(&mut self, _e: &Epochs) {}
 
     /// A pseudo-random number (xorshift64*), for port choice.
     #[inline(always)]
@@ -1098,13 +1087,12 @@ mod tests {
     };
 
     /// A table of `max` sessions (seed `seed`) holding `session(1000, 2000)`: the
-    /// epochs, the table, the session's index and the value of its inside key [`K`].
-    fn one_session(max: usize, seed: u64, now: f64, to: &Timeouts) -> (Epochs, Table, u32, u64) {
-        let e = Epochs::new(1);
+    /// table, the session's index and the value of its inside key [`K`].
+    fn one_session(max: usize, seed: u64, now: f64, to: &Timeouts) -> (Table, u32, u64) {
         let mut tb = Table::new(max, seed);
-        let a = tb.create(&e, session(1000, 2000), now, to).expect("a");
+        let a = tb.create(session(1000, 2000), now, to).expect("a");
         let v = tb.value(tb.digest(Side::In, &K, 0)).expect("key");
-        (e, tb, a, v)
+        (tb, a, v)
     }
 
     #[test]
@@ -1113,7 +1101,7 @@ mod tests {
             udp: 1,
             ..Timeouts::default()
         };
-        let (_e, mut tb, a, v) = one_session(2, 7, 10.25, &to);
+        let (mut tb, a, v) = one_session(2, 7, 10.25, &to);
         let k = K;
         let live = |tb: &Table, now: f64| tb.confirm_live(Side::In, &k, 0, v, now, &to);
         // The same second as its last packet: the stamp shortcut answers (live), as the
@@ -1161,7 +1149,7 @@ mod tests {
     #[test]
     fn hit_confirms_records_and_rewrites() {
         let to = Timeouts::default();
-        let (e, mut tb, a, v) = one_session(4, 3, 10.0, &to);
+        let (mut tb, a, v) = one_session(4, 3, 10.0, &to);
         let k = K;
         let ok = t(99, 53, 20, 2000);
         let vo = tb.value(tb.digest(Side::Out, &ok, 0)).expect("key");
@@ -1222,7 +1210,7 @@ mod tests {
             f.proto = 6;
         }
         let tcp = Session::new(tcp.i2o, tcp.o2i, 0, 0, None);
-        let b = tb.create(&e, tcp, 20.0, &to).expect("b");
+        let b = tb.create(tcp, 20.0, &to).expect("b");
         let (ki, ko) = (tb.get(b).expect("b").i2o.key, tb.get(b).expect("b").o2i.key);
         let vi = tb.value(tb.digest(Side::In, &ki, 0)).expect("key");
         let vb = tb.value(tb.digest(Side::Out, &ko, 0)).expect("key");
@@ -1265,7 +1253,6 @@ mod tests {
     fn fin_both_ways_or_rst_makes_the_session_transitory_in_the_same_second() {
         use tcp_flags::*;
         let to = Timeouts::default();
-        let e = Epochs::new(1);
         let mut tb = Table::new(4, 11);
         let tcp = |in_port: u16, out_port: u16| {
             let mut s = session(in_port, out_port);
@@ -1278,7 +1265,7 @@ mod tests {
         // session whatever their flags), established at 20.2: both flows stamped 20.
         let open = |tb: &mut Table, in_port: u16, out_port: u16| {
             let i = tb
-                .create(&e, tcp(in_port, out_port), 19.5, &to)
+                .create(tcp(in_port, out_port), 19.5, &to)
                 .expect("create");
             let s = tb.get(i).expect("s");
             let (ki, ko) = (s.i2o.key, s.o2i.key);
@@ -1318,13 +1305,12 @@ mod tests {
     #[test]
     fn flow_records_are_reserved_not_written() {
         let to = Timeouts::default();
-        let e = Epochs::new(1);
         let mut tb = Table::new(1000, 1);
         assert_eq!(tb.hot_used, 0);
         assert!(tb.hot.len() >= 2000);
         let empty = tb.memory_bytes();
         assert!(empty < 2000 * std::mem::size_of::<Hot>(), "{empty}");
-        tb.create(&e, session(1000, 2000), 1.0, &to).expect("a");
+        tb.create(session(1000, 2000), 1.0, &to).expect("a");
         assert_eq!(tb.hot_used, 2);
         assert_eq!(
             tb.memory_bytes(),
@@ -1338,8 +1324,8 @@ mod tests {
     #[test]
     fn hit_moves_the_session_to_its_lru_tail() {
         let to = Timeouts::default();
-        let (e, mut tb, a, v) = one_session(4, 5, 10.0, &to);
-        let b = tb.create(&e, session(1001, 2001), 10.0, &to).expect("b");
+        let (mut tb, a, v) = one_session(4, 5, 10.0, &to);
+        let b = tb.create(session(1001, 2001), 10.0, &to).expect("b");
         let k = K;
         assert!(matches!(
             hit(&mut tb, Side::In, &k, 0, v, 200.0, &to, 60, 0),
@@ -1347,7 +1333,7 @@ mod tests {
         ));
         // UDP 300 s: b (last 10 s) has expired at 310.5 s, a (last 200 s) has not. Without
         // the move, a would still head the list and stop the walk: nothing freed.
-        assert_eq!(tb.expire(&e, 310.5, &to, 100), 1);
+        assert_eq!(tb.expire(310.5, &to, 100), 1);
         assert!(tb.get(b).is_none(), "b freed");
         assert!(tb.get(a).is_some(), "a kept");
     }
@@ -1360,10 +1346,9 @@ mod tests {
 
     #[test]
     fn create_lookup_expire_free() {
-        let e = Epochs::new(1);
         let to = Timeouts::default();
         let mut tb = Table::new(3, 7);
-        let a = tb.create(&e, session(1000, 2000), 0.0, &to).expect("a");
+        let a = tb.create(session(1000, 2000), 0.0, &to).expect("a");
         // Misses taken before a create are stale.
         assert_eq!(tb.creations(), 1);
         assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
@@ -1384,26 +1369,26 @@ mod tests {
         assert!(!tb.key_free(Side::Out, &t(99, 53, 20, 2000), 0));
         // The same tuple twice is refused.
         assert_eq!(
-            tb.create(&e, session(1000, 2000), 0.0, &to),
+            tb.create(session(1000, 2000), 0.0, &to),
             Err(CreateError::Collision)
         );
-        tb.create(&e, session(1001, 2001), 100.0, &to).expect("b");
-        tb.create(&e, session(1002, 2002), 200.0, &to).expect("c");
+        tb.create(session(1001, 2001), 100.0, &to).expect("b");
+        tb.create(session(1002, 2002), 200.0, &to).expect("c");
         // Full: nothing expired at 250 s (UDP 300 s).
         assert_eq!(
-            tb.create(&e, session(1003, 2003), 250.0, &to),
+            tb.create(session(1003, 2003), 250.0, &to),
             Err(CreateError::Full)
         );
         // At 301 s the first expired: it is recycled for the new session.
-        tb.create(&e, session(1003, 2003), 301.0, &to).expect("d");
+        tb.create(session(1003, 2003), 301.0, &to).expect("d");
         assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), None);
         assert_eq!(tb.len(), 3);
         // Touching moves a session to the tail: the 1001 session stays, 1002 expires.
         let b = lookup(&tb, Side::In, &t(10, 1001, 99, 53), 0).expect("b").0;
         tb.touch(b, 0, 450.0, 60, Class::Udp);
-        assert_eq!(tb.expire(&e, 520.0, &to, 100), 1);
+        assert_eq!(tb.expire(520.0, &to, 100), 1);
         assert!(lookup(&tb, Side::In, &t(10, 1001, 99, 53), 0).is_some());
-        assert_eq!(tb.expire(&e, 10_000.0, &to, 100), 2);
+        assert_eq!(tb.expire(10_000.0, &to, 100), 2);
         assert!(tb.is_empty());
         assert_eq!(tb.stats.created, 4);
         assert_eq!(tb.stats.expired, 4);
@@ -1433,13 +1418,12 @@ mod tests {
     /// still the packet's own flow (`hit_session` tries the other candidates).
     #[test]
     fn flows_with_one_digest_coexist() {
-        let e = Epochs::new(1);
         let to = Timeouts::default();
         let mut tb = Table::new(16, 3);
         tb.digest_mask = 0;
         let ids: Vec<u32> = (0..5)
             .map(|n| {
-                tb.create(&e, session(1000 + n, 2000 + n), 1.0, &to)
+                tb.create(session(1000 + n, 2000 + n), 1.0, &to)
                     .expect("create")
             })
             .collect();
@@ -1455,11 +1439,11 @@ mod tests {
         }
         // The same key twice is still refused.
         assert_eq!(
-            tb.create(&e, session(1002, 2002), 2.0, &to),
+            tb.create(session(1002, 2002), 2.0, &to),
             Err(CreateError::Collision)
         );
         // Freeing one leaves the others found.
-        tb.free(&e, ids[0]);
+        tb.free(ids[0]);
         let k = t(10, 1004, 99, 53);
         assert_eq!(lookup(&tb, Side::In, &k, 0), Some((ids[4], 0)));
     }
