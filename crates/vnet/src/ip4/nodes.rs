@@ -560,12 +560,14 @@ impl Ip4RewriteSlow {
 
 /// The TTL test and decrement with the incremental checksum update (RFC 1624) of an IPv4
 /// header `h` (at least 20 bytes): `false`, nothing changed, when the TTL is 1 or 0. TTL,
-/// protocol and checksum as one little-endian word: a few ALU operations, no byte swap.
+/// protocol and checksum as one little-endian word, loaded once (the TTL tested in its low
+/// byte): a few ALU operations, no byte swap.
 #[inline(always)]
 fn ttl_decrement(h: &mut [u8]) -> bool {
     let ttl = ttl_word(h);
-    if ttl[0] > 1 {
-        checksum::ip4_ttl_decrement(ttl);
+    let w = u32::from_le_bytes(*ttl);
+    if w as u8 > 1 {
+        *ttl = checksum::ip4_ttl_decremented(w).to_le_bytes();
         return true;
     }
     false
