@@ -622,11 +622,12 @@ impl PacketNode for Ip4RewriteSlow {
     }
 }
 
-/// The frame loop ([`crate::ip_family::fast_frame`], shared with the input nodes and
-/// `ip6-rewrite`, [`crate::ip_family::rewrite_frame`]): the fast path
-/// ([`FastAdj::rewrite_any`], its adjacency a local of the loop) writes no next, a frame whose packets all take it sent to `interface-output`
-/// whole; any other packet through `Ip4RewriteSlow::process_one` (every packet with
-/// `ip4-output` features on any interface).
+/// The frame loop ([`crate::ip_family::fast_frame`] through
+/// [`crate::ip_family::rewrite_frame`], shared with the input nodes and `ip6-rewrite`):
+/// the fast path ([`FastAdj::rewrite_any`], its adjacency a local of the loop) writes no
+/// next, a frame whose packets all take it sent to `interface-output` whole; any other
+/// packet through `Ip4RewriteSlow::process_one` (every packet with `ip4-output`
+/// features on any interface).
 impl NodeFn for Ip4Rewrite {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         self.slow.begin_frame(cx);

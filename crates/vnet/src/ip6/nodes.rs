@@ -593,11 +593,12 @@ impl PacketNode for Ip6RewriteSlow {
     }
 }
 
-/// The frame loop ([`crate::ip_family::fast_frame`], shared with the input nodes and
-/// `ip4-rewrite`, [`crate::ip_family::rewrite_frame`]): the fast path
-/// ([`FastAdj::rewrite_any`], its adjacency a local of the loop) writes no next, a frame whose packets all take it sent to `interface-output`
-/// whole; any other packet through `Ip6RewriteSlow::process_one` (every packet with
-/// `ip6-output` features on any interface).
+/// The frame loop ([`crate::ip_family::fast_frame`] through
+/// [`crate::ip_family::rewrite_frame`], shared with the input nodes and `ip4-rewrite`):
+/// the fast path ([`FastAdj::rewrite_any`], its adjacency a local of the loop) writes no
+/// next, a frame whose packets all take it sent to `interface-output` whole; any other
+/// packet through `Ip6RewriteSlow::process_one` (every packet with `ip6-output`
+/// features on any interface).
 impl NodeFn for Ip6Rewrite {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         self.slow.begin_frame(cx);
