@@ -447,6 +447,17 @@ fn rewrite_frame_mixes_adjacencies_and_expiring_packets() {
     );
 }
 
+/// [`super::ip_shared::rewrite_follows_a_neighbor_mac_change_between_frames`].
+#[test]
+fn rewrite_follows_a_neighbor_mac_change_between_frames() {
+    super::ip_shared::rewrite_follows_a_neighbor_mac_change_between_frames(
+        rewrite_setup(),
+        &udp4_l3("10.0.0.5", "10.0.1.2"),
+        "ip4-lookup",
+        "ip neighbor loop0 10.0.0.2 02:00:00:00:00:09 static",
+    );
+}
+
 #[test]
 fn rewrite_sends_ttl_expiry_and_df_over_mtu_to_icmp_error() {
     let (mut t, sw) = rewrite_setup();

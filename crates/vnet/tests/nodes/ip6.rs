@@ -230,6 +230,17 @@ fn rewrite_frame_mixes_adjacencies_and_expiring_packets() {
     );
 }
 
+/// [`super::ip_shared::rewrite_follows_a_neighbor_mac_change_between_frames`].
+#[test]
+fn rewrite_follows_a_neighbor_mac_change_between_frames() {
+    super::ip_shared::rewrite_follows_a_neighbor_mac_change_between_frames(
+        rewrite_setup(),
+        &udp6_l3("2001:db8::5", "2001:db8:1::2"),
+        "ip6-lookup",
+        "ip neighbor loop0 2001:db8::2 02:00:00:00:00:09 static",
+    );
+}
+
 /// `ip6-rewrite` under test, packets entering at `ip6-lookup` (which sets `adj_index`).
 fn rewrite_setup() -> (NodeTest, u32) {
     let (mut t, sw) = setup("ip6-rewrite");

@@ -413,3 +413,43 @@ pub fn rewrite_frame_mixes_adjacencies_and_expiring_packets(
     );
     t.assert_no_leaks();
 }
+
+/// The rewrite nodes keep the adjacency they read for one frame only: the peer
+/// [`PEER_MAC`]'s packet `p` goes out by the fast path to its MAC; `relearn` (a CLI command)
+/// gives the peer `02:00:00:00:00:09`, and the next frame's packet, on the same adjacency,
+/// goes to the new MAC. (An adjacency kept in the node across frames would still send it to
+/// the old one.)
+pub fn rewrite_follows_a_neighbor_mac_change_between_frames(
+    (mut t, sw): (NodeTest, u32),
+    p: &[u8],
+    lookup: &str,
+    relearn: &str,
+) {
+    use super::ip4::{fast, in_front, marked_packet};
+    let first = marked_packet(&mut t, p, 17, |h| h.rx_if = sw);
+    t.inject_at(lookup, &[first]);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0].data[0..6], &[2, 0, 0, 0, 0, 2], "the peer's MAC");
+    assert_eq!(in_front(&t, first, 17), fast(17), "the fast path");
+    let adj = out[0].hdr.ip.adj_index;
+    t.clear();
+    t.cli(relearn);
+    let second = marked_packet(&mut t, p, 17, |h| {
+        h.rx_if = sw;
+        h.ip.adj_index = adj;
+    });
+    t.inject(&[second]);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        &out[0].data[0..6],
+        &[2, 0, 0, 0, 0, 9],
+        "the peer's new MAC"
+    );
+    assert_eq!(&out[0].data[6..12], &[2, 0, 0, 0, 0, 1]);
+    assert_eq!(out[0].hdr.tx_if, sw);
+    assert_eq!(in_front(&t, second, 17), fast(17), "the fast path");
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}
