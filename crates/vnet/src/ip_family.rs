@@ -244,15 +244,20 @@ impl<const N: usize> FastAdj<N> {
         b: &mut Buffer<'_>,
         hop: impl FnOnce(&mut [u8]) -> bool,
     ) -> bool {
+        // The window holds the 16-byte store (`prepend_head_wide` asserts `W == 2 + N`).
+        const { assert!(W >= 16) };
         if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) != 0 {
             return false;
         }
         let Some(fr) = b.prepend_head_wide::<2, ETH_HEADER_LEN, N, W>(self.len) else {
             return false;
         };
-        let (eth, h) = fr
-            .split_first_chunk_mut::<16>()
-            .expect("a window holds 16 bytes");
+        // Never `None` (`W >= 16`, asserted above): no run-time panic, and were it reached,
+        // the packet left as it was.
+        let Some((eth, h)) = fr.split_first_chunk_mut::<16>() else {
+            b.advance(ETH_HEADER_LEN);
+            return false;
+        };
         if !hop(h) {
             b.advance(ETH_HEADER_LEN);
             return false;
