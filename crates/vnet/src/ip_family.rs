@@ -8,19 +8,22 @@
 //! address type, the LPM ([`Lpm`]) and the hooks [`IpControl`] names.
 
 use crate::error::{VnetError, VnetResult};
+use crate::ethernet::{eth_wide, mtu_limit};
 use crate::events::EventLog;
 use crate::interface::{IfAttr, SwIfIndex};
 use crate::neighbor::{Aging, Entries, Learned};
 use crate::own_source::OwnKeys;
 use crate::routes::{no_table, Hop, Lpm, RoutePaths, Source, Vrfs};
-use sluice_buffer::{Arena, BufIdx, Buffer, FrameAddrs};
+use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
+use sluice_buffer::{Arena, BufIdx, Buffer, FrameAddrs, HeadLen};
 use sluice_cli::{Args, CliError};
-use sluice_fib::adj::{Adj, AdjKind, Adjacencies};
+use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::lb::LoadBalances;
 use sluice_graph::{
     Cx, FrameScratch, Next, NodeFn, PacketNode, Suspend, Vlib, Wake, FRAME_SIZE, PREFETCH_AHEAD,
     SCRATCH_AHEAD,
 };
+use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -37,8 +40,9 @@ pub(crate) const SLOW_SWITCH_MIN: usize = 4;
 /// fourteenth step).
 pub(crate) const SLOW_SWITCH_SHARE: usize = 6;
 
-/// From packet `i` on, the packets of `frame` that `fast` takes (`ip4-input`'s and
-/// `ip6-input`'s fast paths: `fast` changes a packet only when it returns `true`): the
+/// From packet `i` on, the packets of `frame` that `fast` takes (the fast paths of
+/// `ip4-input`, `ip6-input`, `ip4-rewrite` and `ip6-rewrite`: `fast` changes a packet only
+/// when it returns `true`, and may keep state, the rewrite nodes' adjacency): the
 /// index of the first it does not, or the frame's length. Headers and data are prefetched
 /// [`PREFETCH_AHEAD`] on, as `PerPacket` does. Out of line, so that its loop has the
 /// registers to itself (inlined in `ip4-input`'s frame loop, the FIB hint and a constant
@@ -49,12 +53,12 @@ pub(crate) const SLOW_SWITCH_SHARE: usize = 6;
 /// The caller owns every buffer of `frame` (one node's frame) and resolved `addrs` from it;
 /// no other view of them is alive.
 #[inline(never)]
-pub(crate) unsafe fn fast_run<F: Fn(&mut Buffer<'_>) -> bool>(
+pub(crate) unsafe fn fast_run<F: FnMut(&mut Buffer<'_>) -> bool>(
     arena: Arena<'_>,
     addrs: &FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
     frame: &[BufIdx],
     mut i: usize,
-    fast: F,
+    mut fast: F,
 ) -> usize {
     let n = frame.len().min(FRAME_SIZE);
     while i < n {
@@ -70,27 +74,28 @@ pub(crate) unsafe fn fast_run<F: Fn(&mut Buffer<'_>) -> bool>(
     i
 }
 
-/// The frame loop of `ip4-input` and `ip6-input` (the families differ only in `fast`):
-/// `PerPacket`'s (addresses resolved once, headers and data prefetched [`PREFETCH_AHEAD`]
-/// on) with the fast path in a loop of its own ([`fast_run`]) that writes no next: a frame
-/// whose packets all take it goes to `lookup` whole ([`Cx::enqueue_all`]). Otherwise the
-/// packets before the first that did not are given `lookup`, that one goes through
+/// The frame loop of `ip4-input`, `ip6-input`, `ip4-rewrite` and `ip6-rewrite` (the
+/// families differ only in `fast`): `PerPacket`'s (addresses resolved once, headers and
+/// data prefetched [`PREFETCH_AHEAD`] on) with the fast path in a loop of its own
+/// ([`fast_run`]) that writes no next: a frame whose packets all take it goes to `lookup`
+/// (the one next of the fast path) whole ([`Cx::enqueue_all`]). Otherwise the packets
+/// before the first that did not are given `lookup`, that one goes through
 /// `slow.process_one` and the fast path resumes after it, until [`SLOW_SWITCH_MIN`] and
 /// one in [`SLOW_SWITCH_SHARE`] have left it (then the rest of the frame goes through
 /// `process_one`). With features on the arc (`features_any`), every packet goes through
 /// `process_one`. The caller has called `slow.begin_frame` (it reads `features_any` after
-/// it); `end_frame` is not called (both nodes have `PacketNode`'s default, nothing).
+/// it); `end_frame` is not called (these nodes have `PacketNode`'s default, nothing).
 #[inline(always)]
-pub(crate) fn input_frame<S, F>(
+pub(crate) fn fast_frame<S, F>(
     cx: &mut Cx,
     frame: &[BufIdx],
     slow: &mut S,
     features_any: bool,
     lookup: Next,
-    fast: F,
+    mut fast: F,
 ) where
     S: PacketNode,
-    F: Fn(&mut Buffer<'_>) -> bool + Copy,
+    F: FnMut(&mut Buffer<'_>) -> bool,
 {
     let arena = cx.arena();
     debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
@@ -105,7 +110,7 @@ pub(crate) fn input_frame<S, F>(
     if !features_any {
         // SAFETY: this node owns `frame` (the dispatcher's contract), `addrs` was resolved
         // from it above, and no view of its buffers is alive.
-        let mut i = unsafe { fast_run(arena, addrs, frame, 0, fast) };
+        let mut i = unsafe { fast_run(arena, addrs, frame, 0, &mut fast) };
         if i == n {
             cx.enqueue_all(lookup, frame);
             cx.put_frame_scratch(s);
@@ -127,7 +132,7 @@ pub(crate) fn input_frame<S, F>(
                 slow.process_one(cx, &mut b).0
             };
             // SAFETY: as above.
-            let j = unsafe { fast_run(arena, addrs, frame, i + 1, fast) };
+            let j = unsafe { fast_run(arena, addrs, frame, i + 1, &mut fast) };
             nexts[i + 1..j].fill(lookup.0);
             i = j;
         }
@@ -142,6 +147,125 @@ pub(crate) fn input_frame<S, F>(
     }
     cx.enqueue_to_next(frame, &s.nexts[..n]);
     cx.put_frame_scratch(s);
+}
+
+/// The frame of a rewrite node (`ip4-rewrite`, `ip6-rewrite`): [`fast_frame`] with
+/// [`FastAdj::rewrite_any`] as the fast path (the adjacency a local of its loop, read from
+/// `table` when a packet's differs; `hop` the family's TTL / hop-limit test and decrement),
+/// every packet it takes sent to `output`; the others, and all of them with features on
+/// the output arc (`out_any`), through `slow.process_one`. The caller has called
+/// `slow.begin_frame`.
+#[inline(always)]
+pub(crate) fn rewrite_frame<S: PacketNode, const N: usize, const W: usize>(
+    cx: &mut Cx,
+    frame: &[BufIdx],
+    (slow, out_any): (&mut S, bool),
+    table: &AdjTable,
+    output: Next,
+    hop: impl Fn(&mut [u8]) -> bool + Copy,
+) {
+    let mut adj = FastAdj::<N>::NONE;
+    let fast = move |b: &mut Buffer<'_>| adj.rewrite_any::<W>(table, b, hop);
+    fast_frame(cx, frame, slow, out_any, output, fast);
+}
+
+/// What the rewrite nodes' fast path (`ip4-rewrite`, `ip6-rewrite`) keeps of the last
+/// adjacency, in the form it uses; `N` is its window (the Ethernet header pushed and the L3
+/// header behind it). Both the fast-path loop ([`fast_frame`]'s `fast`, which owns one and
+/// reloads it when a packet's adjacency differs) and the nodes' `process_one` (with their
+/// checked path's fields beside it) hold one.
+#[derive(Copy, Clone)]
+pub(crate) struct FastAdj<const N: usize> {
+    /// The adjacency's index (`u32::MAX`: none loaded, no length accepted).
+    pub index: u32,
+    /// Its interface.
+    pub tx_if: u32,
+    /// Its Ethernet header after two zero bytes: written as one 16-byte store
+    /// (`Buffer::prepend_head_wide`), the two zeros landing in the headroom.
+    pub eth: [u8; 16],
+    /// The lengths the fast path takes: a whole L3 header to the MTU (one compare).
+    pub len: HeadLen<ETH_HEADER_LEN, N>,
+}
+
+impl<const N: usize> FastAdj<N> {
+    /// Nothing loaded: matches no adjacency index but `u32::MAX`, and takes no length.
+    pub const NONE: Self = FastAdj {
+        index: u32::MAX,
+        tx_if: 0,
+        eth: [0; 16],
+        len: HeadLen::up_to(0),
+    };
+
+    /// Adjacency `index` (`a`) in the fast path's form.
+    #[inline(always)]
+    pub fn new(index: u32, a: &Adj) -> Self {
+        FastAdj {
+            index,
+            tx_if: a.tx_if,
+            eth: eth_wide(&a.rewrite),
+            len: HeadLen::up_to(mtu_limit(a.mtu)),
+        }
+    }
+
+    /// Reads adjacency `index` from `table`: out of line, so that the fast-path loop keeps
+    /// its registers.
+    #[cold]
+    #[inline(never)]
+    fn load(table: &AdjTable, index: u32) -> Self {
+        Self::new(index, &table.get(index))
+    }
+
+    /// `fast_frame`'s fast path of a rewrite node: reloads the adjacency when the packet's
+    /// differs, then [`FastAdj::rewrite`].
+    #[inline(always)]
+    pub fn rewrite_any<const W: usize>(
+        &mut self,
+        table: &AdjTable,
+        b: &mut Buffer<'_>,
+        hop: impl FnOnce(&mut [u8]) -> bool,
+    ) -> bool {
+        let ai = b.hdr.ip.adj_index;
+        if ai != self.index {
+            *self = Self::load(table, ai);
+        }
+        self.rewrite::<W>(b, hop)
+    }
+
+    /// The rewrite of a packet of this adjacency on the fast path: a single buffer, not
+    /// built here (one flag test); the Ethernet header pushed and the L3 header behind it
+    /// in one window of `W` = 2 + `N` bytes, its length (a whole header, at most the MTU)
+    /// and the window checked with one compare each; `hop` checks and decrements the TTL /
+    /// hop limit in the L3 header (`false`: expired, nothing changed). Then the Ethernet
+    /// header is one 16-byte store and `tx_if` is set. `false`, the packet as it was, when
+    /// any check fails: the node's checked path takes it, in the usual order.
+    #[inline(always)]
+    pub fn rewrite<const W: usize>(
+        &self,
+        b: &mut Buffer<'_>,
+        hop: impl FnOnce(&mut [u8]) -> bool,
+    ) -> bool {
+        // The window holds the 16-byte store (`prepend_head_wide` asserts `W == 2 + N`).
+        const { assert!(W >= 16) };
+        if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) != 0 {
+            return false;
+        }
+        let Some(fr) = b.prepend_head_wide::<2, ETH_HEADER_LEN, N, W>(self.len) else {
+            return false;
+        };
+        // Never `None` (`W >= 16`, asserted above): no run-time panic, and were it reached,
+        // the packet left as it was.
+        let Some((eth, h)) = fr.split_first_chunk_mut::<16>() else {
+            b.advance(ETH_HEADER_LEN);
+            return false;
+        };
+        if !hop(h) {
+            b.advance(ETH_HEADER_LEN);
+            return false;
+        }
+        *eth = self.eth;
+        b.hdr.tx_if = self.tx_if;
+        true
+    }
 }
 
 /// The host-order address of a family's control plane (`u32`, `u128`).

@@ -117,13 +117,19 @@ fn nonzero_multiple_of_ffff(s: u64) -> bool {
 /// bytes for the TTL check shares that load).
 #[inline(always)]
 pub fn ip4_ttl_decrement(bytes: &mut [u8; 4]) {
-    let w = u32::from_le_bytes(*bytes);
-    let w = if w >= 0xfffe_0000 {
+    *bytes = ip4_ttl_decremented(u32::from_le_bytes(*bytes)).to_le_bytes();
+}
+
+/// [`ip4_ttl_decrement`] of the word already loaded (`w`, bytes 8..12 read little-endian,
+/// TTL at least 1): the word to store. For a caller that tests the TTL in the same register
+/// (`w as u8`), so that the bytes are loaded once.
+#[inline(always)]
+pub fn ip4_ttl_decremented(w: u32) -> u32 {
+    if w >= 0xfffe_0000 {
         w.wrapping_add(0x1_ffff)
     } else {
         w + 0xffff
-    };
-    *bytes = w.to_le_bytes();
+    }
 }
 
 /// Folds a wide ones'-complement accumulator to 16 bits (end-around carry, RFC 1071 §2 (C)).

@@ -7,13 +7,13 @@
 
 use super::{CtlSlot, Ip4Shared};
 use crate::arp::arp_request;
-use crate::ethernet::{eth_wide, mtu_limit};
+use crate::ethernet::mtu_limit;
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::ip_family::input_frame;
+use crate::ip_family::{fast_frame, rewrite_frame, FastAdj};
 use crate::own_source::{is_local, key, SourceFilter};
-use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{BufIdx, Buffer, HeadLen};
+use sluice_buffer::flags::LOCALLY_ORIGINATED;
+use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_fib::ip4::Ip4EntryPrefetch;
 use sluice_graph::{
@@ -278,10 +278,10 @@ fn fast_one(own: &SourceFilter, fib: Ip4EntryPrefetch, b: &mut Buffer<'_>) -> bo
     true
 }
 
-/// The frame loop ([`crate::ip_family::input_frame`], shared with `ip6-input`): the fast
-/// path ([`fast_one`]) in a loop of its own that writes no next, a frame whose packets all
-/// take it sent to `ip4-lookup` whole; any other packet through `Ip4InputSlow::process_one`
-/// (every packet with `ip4-unicast` features on any interface).
+/// The frame loop ([`crate::ip_family::fast_frame`], shared with `ip6-input` and the
+/// rewrite nodes): the fast path ([`fast_one`]) in a loop of its own that writes no next, a
+/// frame whose packets all take it sent to `ip4-lookup` whole; any other packet through
+/// `Ip4InputSlow::process_one` (every packet with `ip4-unicast` features on any interface).
 impl NodeFn for Ip4Input {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         self.slow.begin_frame(cx);
@@ -291,7 +291,7 @@ impl NodeFn for Ip4Input {
         let own = &*self.own;
         let fib = self.fib_entries;
         let fast = move |b: &mut Buffer<'_>| fast_one(own, fib, b);
-        input_frame(
+        fast_frame(
             cx,
             frame,
             &mut self.slow,
@@ -508,7 +508,16 @@ pub(crate) fn flow_hash(ip: &[u8]) -> u32 {
 /// - counters: `ttl_expired` (ip4 ttl <= 1, info: an ICMP error follows), `mtu_exceeded`
 ///   (packet larger than MTU and fragmentation not supported), `no_headroom`, `truncated`
 ///   (less than a 20-byte header: never from ip4-input, counted rather than trusted).
+///
+/// The node is split as `ip4-input` is: [`Ip4Rewrite`] holds what the fast path reads (the
+/// adjacency table) and the [`PacketNode`] for the other packets (`Ip4RewriteSlow`).
 pub struct Ip4Rewrite {
+    adj: Arc<sluice_fib::adj::AdjTable>,
+    slow: Ip4RewriteSlow,
+}
+
+/// `ip4-rewrite`'s packets off the fast path (and all of them with `ip4-output` features).
+struct Ip4RewriteSlow {
     shared: Arc<Ip4Shared>,
     slot: usize,
     // Per-frame cache: consecutive packets usually share an adjacency. Reset per frame to
@@ -519,17 +528,12 @@ pub struct Ip4Rewrite {
 }
 
 #[derive(Copy, Clone)]
-/// What `ip4-rewrite` needs of the last adjacency, in the form the per-packet code uses.
+/// What `ip4-rewrite`'s per-packet path needs of the last adjacency, in the form it uses.
 struct RewriteCache {
-    index: u32,
-    /// The Ethernet header after two zero bytes: written as one 16-byte store
-    /// (`Buffer::prepend_head_wide`), the two zeros landing in the headroom.
-    eth: [u8; 16],
-    tx_if: u32,
+    /// The fast path's form (index, interface, wide Ethernet header, lengths).
+    fast: FastAdj<REWRITE_WINDOW>,
     /// The MTU, `usize::MAX` for none (0).
     mtu: usize,
-    /// The lengths the fast path takes: a whole IPv4 header to the MTU (one compare).
-    fast_len: HeadLen<ETH_HEADER_LEN, REWRITE_WINDOW>,
     /// `interface-output`, or the first `ip4-output` feature of `tx_if`.
     next: Next,
 }
@@ -537,16 +541,12 @@ struct RewriteCache {
 /// `ip4-rewrite`'s fast-path window: the Ethernet header pushed and the IPv4 header behind.
 const REWRITE_WINDOW: usize = ETH_HEADER_LEN + MIN_HEADER_LEN;
 
-impl Ip4Rewrite {
+impl Ip4RewriteSlow {
     fn load(&self, index: u32) -> RewriteCache {
         let a: Adj = self.shared.adj.get(index);
-        let mtu = mtu_limit(a.mtu);
         RewriteCache {
-            index,
-            eth: eth_wide(&a.rewrite),
-            tx_if: a.tx_if,
-            mtu,
-            fast_len: HeadLen::up_to(mtu),
+            fast: FastAdj::new(index, &a),
+            mtu: mtu_limit(a.mtu),
             next: if self.out_any {
                 self.shared
                     .features
@@ -556,6 +556,21 @@ impl Ip4Rewrite {
             },
         }
     }
+}
+
+/// The TTL test and decrement with the incremental checksum update (RFC 1624) of an IPv4
+/// header `h` (at least 20 bytes): `false`, nothing changed, when the TTL is 1 or 0. TTL,
+/// protocol and checksum as one little-endian word, loaded once (the TTL tested in its low
+/// byte): a few ALU operations, no byte swap.
+#[inline(always)]
+fn ttl_decrement(h: &mut [u8]) -> bool {
+    let ttl = ttl_word(h);
+    let w = u32::from_le_bytes(*ttl);
+    if w as u8 > 1 {
+        *ttl = checksum::ip4_ttl_decremented(w).to_le_bytes();
+        return true;
+    }
+    false
 }
 
 sluice_graph::arcs! {
@@ -584,7 +599,7 @@ sluice_graph::counters! {
     }
 }
 
-impl PacketNode for Ip4Rewrite {
+impl PacketNode for Ip4RewriteSlow {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.out_any = self.shared.features.any(self.slot);
@@ -594,38 +609,40 @@ impl PacketNode for Ip4Rewrite {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        if self.cached.index != ai {
+        if self.cached.fast.index != ai {
             self.cached = self.load(ai);
         }
         let c = &self.cached;
-        // Fast path: a single buffer, not built here (one flag test); the Ethernet header
-        // pushed and the IPv4 header behind it in one window, its length (a whole header, at
-        // most the MTU) and the window checked with one compare each, the TTL checked
-        // there. Anything else is undone and takes `rewrite_checked`, which checks in the
-        // usual order.
-        let f = b.hdr.flags;
-        if f & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0 {
-            if let Some(fr) = b
-                .prepend_head_wide::<2, ETH_HEADER_LEN, REWRITE_WINDOW, { REWRITE_WINDOW + 2 }>(
-                    c.fast_len,
-                )
-            {
-                let (eth, h) = fr.split_first_chunk_mut::<16>().expect("36 > 16");
-                // TTL, protocol and checksum as one little-endian word: the TTL check and
-                // the decrement with the incremental checksum update (RFC 1624) are a few
-                // ALU operations, no byte swap.
-                let ttl = ttl_word(h);
-                if ttl[0] > 1 {
-                    checksum::ip4_ttl_decrement(ttl);
-                    *eth = c.eth;
-                    b.hdr.tx_if = c.tx_if;
-                    return c.next;
-                }
-                b.advance(ETH_HEADER_LEN);
-            }
+        if c.fast.rewrite::<{ REWRITE_WINDOW + 2 }>(b, ttl_decrement) {
+            return c.next;
         }
         let len = b.total_len();
-        Self::rewrite_checked(cx, b.reborrow(), *c, len, f & LOCALLY_ORIGINATED != 0)
+        let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
+        Ip4Rewrite::rewrite_checked(cx, b.reborrow(), *c, len, local)
+    }
+}
+
+/// The frame loop ([`crate::ip_family::fast_frame`] through
+/// [`crate::ip_family::rewrite_frame`], shared with the input nodes and `ip6-rewrite`):
+/// the fast path ([`FastAdj::rewrite_any`], its adjacency a local of the loop) writes no
+/// next, a frame whose packets all take it sent to `interface-output` whole; any other
+/// packet through `Ip4RewriteSlow::process_one` (every packet with `ip4-output`
+/// features on any interface).
+impl NodeFn for Ip4Rewrite {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        self.slow.begin_frame(cx);
+        let out_any = self.slow.out_any;
+        rewrite_frame::<_, REWRITE_WINDOW, { REWRITE_WINDOW + 2 }>(
+            cx,
+            frame,
+            (&mut self.slow, out_any),
+            &self.adj,
+            RewriteNext::Output.next(),
+            ttl_decrement,
+        );
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -654,13 +671,8 @@ impl Ip4Rewrite {
         len: usize,
         local: bool,
     ) -> Next {
-        let RewriteCache {
-            eth,
-            tx_if,
-            mtu,
-            next,
-            ..
-        } = c;
+        let RewriteCache { fast, mtu, next } = c;
+        let FastAdj { eth, tx_if, .. } = fast;
         // A GSO aggregate is checked by its segments' size.
         let mtu_len = crate::offload::mtu_len(b.hdr, len);
         let Some(h) = b.head_mut::<MIN_HEADER_LEN>() else {
@@ -1006,19 +1018,19 @@ pub fn register(
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP4_REWRITE, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip4Rewrite {
-                shared: s.clone(),
-                slot: rslot,
-                cached: RewriteCache {
-                    index: u32::MAX,
-                    eth: [0; 16],
-                    tx_if: 0,
-                    mtu: 0,
-                    fast_len: HeadLen::up_to(0),
-                    next: RewriteNext::Drop.next(),
+            Box::new(Ip4Rewrite {
+                adj: s.adj.clone(),
+                slow: Ip4RewriteSlow {
+                    shared: s.clone(),
+                    slot: rslot,
+                    cached: RewriteCache {
+                        fast: FastAdj::NONE,
+                        mtu: 0,
+                        next: RewriteNext::Drop.next(),
+                    },
+                    out_any: false,
                 },
-                out_any: false,
-            }))
+            })
         })
         .nexts(RewriteNext::NAMES)
         .counters(RewriteCounter::DESCS),

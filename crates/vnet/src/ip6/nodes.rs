@@ -5,14 +5,13 @@
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{solicited_node, CtlSlot, Ip6Shared};
-use crate::ethernet::{eth_wide, mtu_limit};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::ip_family::input_frame;
+use crate::ip_family::{fast_frame, rewrite_frame, FastAdj};
 use crate::own_source::{is_local, key, SourceFilter};
 use crate::routes::LB_FLAG;
-use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{BufIdx, Buffer, HeadLen};
+use sluice_buffer::flags::LOCALLY_ORIGINATED;
+use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
@@ -272,10 +271,10 @@ fn fast_one(own: &SourceFilter, b: &mut Buffer<'_>) -> bool {
     true
 }
 
-/// The frame loop ([`crate::ip_family::input_frame`], shared with `ip4-input`): the fast
-/// path ([`fast_one`]) in a loop of its own that writes no next, a frame whose packets all
-/// take it sent to `ip6-lookup` whole; any other packet through `Ip6InputSlow::process_one`
-/// (every packet with `ip6-unicast` features on any interface).
+/// The frame loop ([`crate::ip_family::fast_frame`], shared with `ip4-input` and the
+/// rewrite nodes): the fast path ([`fast_one`]) in a loop of its own that writes no next, a
+/// frame whose packets all take it sent to `ip6-lookup` whole; any other packet through
+/// `Ip6InputSlow::process_one` (every packet with `ip6-unicast` features on any interface).
 impl NodeFn for Ip6Input {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         self.slow.begin_frame(cx);
@@ -284,7 +283,7 @@ impl NodeFn for Ip6Input {
         // one closure for both of `fast_run`'s calls, one copy of it.
         let own = &*self.own;
         let fast = move |b: &mut Buffer<'_>| fast_one(own, b);
-        input_frame(
+        fast_frame(
             cx,
             frame,
             &mut self.slow,
@@ -488,23 +487,29 @@ pub(crate) fn flow_hash(ip: &[u8]) -> u32 {
 /// - counters: `hop_limit_expired` (info: an ICMPv6 error follows), `too_big` (info: packet
 ///   over the MTU, ICMPv6 packet too big follows), `no_headroom`, `truncated` (less than a
 ///   40-byte header: never from ip6-input, counted rather than trusted).
+///
+/// The node is split as `ip6-input` is: [`Ip6Rewrite`] holds what the fast path reads (the
+/// adjacency table) and the [`PacketNode`] for the other packets (`Ip6RewriteSlow`).
 pub struct Ip6Rewrite {
+    adj: Arc<sluice_fib::adj::AdjTable>,
+    slow: Ip6RewriteSlow,
+}
+
+/// `ip6-rewrite`'s packets off the fast path (and all of them with `ip6-output` features).
+struct Ip6RewriteSlow {
     shared: Arc<Ip6Shared>,
     slot: usize,
     // Per-frame cache: the last adjacency. Reset per frame to what index `u32::MAX` (no
     // adjacency: `Adj::DROP`) loads, so it is never stale.
-    cached: (u32, Adj),
+    cached: Adj,
+    // The cached adjacency in the fast path's form (its index, the lengths to its MTU, the
+    // wide Ethernet header).
+    cached_fast: FastAdj<REWRITE_WINDOW>,
     // Per frame: whether any interface has `ip6-output` features.
     out_any: bool,
     // The cached adjacency's next: `interface-output`, or the first `ip6-output` feature of
     // its interface.
     cached_out: Next,
-    // The lengths the fast path takes for the cached adjacency: a whole IPv6 header to its
-    // MTU (one compare; none: 0, to the most a `u16` length allows).
-    cached_len: HeadLen<ETH_HEADER_LEN, REWRITE_WINDOW>,
-    // The cached adjacency's Ethernet header after two zero bytes, for one 16-byte store
-    // (`crate::ethernet::eth_wide`).
-    cached_eth: [u8; 16],
 }
 
 sluice_graph::arcs! {
@@ -536,14 +541,13 @@ sluice_graph::counters! {
 /// `ip6-rewrite`'s fast-path window: the Ethernet header pushed and the IPv6 header behind.
 const REWRITE_WINDOW: usize = ETH_HEADER_LEN + HEADER_LEN;
 
-impl Ip6Rewrite {
+impl Ip6RewriteSlow {
     /// Caches adjacency `ai` and its `ip6-output` next.
     #[inline(never)]
     fn load(&mut self, ai: u32) {
         let a = self.shared.adj.get(ai);
-        self.cached = (ai, a);
-        self.cached_eth = eth_wide(&a.rewrite);
-        self.cached_len = HeadLen::up_to(mtu_limit(a.mtu));
+        self.cached = a;
+        self.cached_fast = FastAdj::new(ai, &a);
         self.cached_out = if self.out_any {
             self.shared
                 .v4
@@ -555,7 +559,18 @@ impl Ip6Rewrite {
     }
 }
 
-impl PacketNode for Ip6Rewrite {
+/// The hop-limit test and decrement of an IPv6 header `h` (at least 40 bytes): `false`,
+/// nothing changed, when it is 1 or 0.
+#[inline(always)]
+fn hop_decrement(h: &mut [u8]) -> bool {
+    if h[field::HOP_LIMIT] > 1 {
+        h[field::HOP_LIMIT] -= 1;
+        return true;
+    }
+    false
+}
+
+impl PacketNode for Ip6RewriteSlow {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.out_any = self.shared.v4.features.any(self.slot);
@@ -565,32 +580,40 @@ impl PacketNode for Ip6Rewrite {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        if self.cached.0 != ai {
+        if self.cached_fast.index != ai {
             self.load(ai);
         }
-        let adj = &self.cached.1;
-        // Fast path: a single buffer, not built here (one flag test); the Ethernet header
-        // pushed and the IPv6 header behind it in one window, its length (a whole header, at
-        // most the MTU) and the window checked with one compare each, the hop limit checked
-        // there. Anything else is undone and takes `rewrite_checked`, which checks in the
-        // usual order.
-        if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0 {
-            if let Some(fr) = b
-                .prepend_head_wide::<2, ETH_HEADER_LEN, REWRITE_WINDOW, { REWRITE_WINDOW + 2 }>(
-                    self.cached_len,
-                )
-            {
-                let (eth, h) = fr.split_first_chunk_mut::<16>().expect("56 > 16");
-                if h[field::HOP_LIMIT] > 1 {
-                    h[field::HOP_LIMIT] -= 1;
-                    *eth = self.cached_eth;
-                    b.hdr.tx_if = adj.tx_if;
-                    return self.cached_out;
-                }
-                b.advance(ETH_HEADER_LEN);
-            }
+        if self
+            .cached_fast
+            .rewrite::<{ REWRITE_WINDOW + 2 }>(b, hop_decrement)
+        {
+            return self.cached_out;
         }
-        Self::rewrite_checked(cx, b.reborrow(), adj, self.cached_out)
+        Ip6Rewrite::rewrite_checked(cx, b.reborrow(), &self.cached, self.cached_out)
+    }
+}
+
+/// The frame loop ([`crate::ip_family::fast_frame`] through
+/// [`crate::ip_family::rewrite_frame`], shared with the input nodes and `ip4-rewrite`):
+/// the fast path ([`FastAdj::rewrite_any`], its adjacency a local of the loop) writes no
+/// next, a frame whose packets all take it sent to `interface-output` whole; any other
+/// packet through `Ip6RewriteSlow::process_one` (every packet with `ip6-output`
+/// features on any interface).
+impl NodeFn for Ip6Rewrite {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        self.slow.begin_frame(cx);
+        let out_any = self.slow.out_any;
+        rewrite_frame::<_, REWRITE_WINDOW, { REWRITE_WINDOW + 2 }>(
+            cx,
+            frame,
+            (&mut self.slow, out_any),
+            &self.adj,
+            RewriteNext::Output.next(),
+            hop_decrement,
+        );
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -1186,15 +1209,17 @@ pub fn register(
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP6_REWRITE, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip6Rewrite {
-                shared: s.clone(),
-                slot: rslot,
-                cached: (u32::MAX, Adj::DROP),
-                out_any: false,
-                cached_out: RewriteNext::Output.next(),
-                cached_len: HeadLen::up_to(0),
-                cached_eth: [0; 16],
-            }))
+            Box::new(Ip6Rewrite {
+                adj: s.adj.clone(),
+                slow: Ip6RewriteSlow {
+                    shared: s.clone(),
+                    slot: rslot,
+                    cached: Adj::DROP,
+                    cached_fast: FastAdj::NONE,
+                    out_any: false,
+                    cached_out: RewriteNext::Output.next(),
+                },
+            })
         })
         .nexts(RewriteNext::NAMES)
         .counters(RewriteCounter::DESCS),

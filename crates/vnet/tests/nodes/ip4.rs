@@ -418,6 +418,46 @@ fn rewrite_takes_a_packet_of_exactly_the_mtu() {
     t.assert_no_leaks();
 }
 
+/// [`super::ip_shared::rewrite_frame_mixes_adjacencies_and_expiring_packets`]: the TTL
+/// decremented and the header checksum updated.
+#[test]
+fn rewrite_frame_mixes_adjacencies_and_expiring_packets() {
+    let (mut t, sw) = rewrite_setup();
+    t.cli(
+        "ip neighbor loop0 10.0.0.3 02:00:00:00:00:03 static
+         ip route add 10.0.2.0/24 via 10.0.0.3 loop0",
+    );
+    let a = udp4_l3("10.0.0.5", "10.0.1.2");
+    let b = udp4_l3("10.0.0.5", "10.0.2.2");
+    let mut x = a.clone();
+    x[8] = 1;
+    refill(&mut x);
+    let fwd = |p: &[u8]| {
+        let mut f = p.to_vec();
+        f[8] -= 1;
+        refill(&mut f);
+        f
+    };
+    super::ip_shared::rewrite_frame_mixes_adjacencies_and_expiring_packets(
+        (t, sw),
+        (&a, &b, &x),
+        ("ip4-lookup", "ip4-icmp-error"),
+        [8, 0],
+        fwd,
+    );
+}
+
+/// [`super::ip_shared::rewrite_follows_a_neighbor_mac_change_between_frames`].
+#[test]
+fn rewrite_follows_a_neighbor_mac_change_between_frames() {
+    super::ip_shared::rewrite_follows_a_neighbor_mac_change_between_frames(
+        rewrite_setup(),
+        &udp4_l3("10.0.0.5", "10.0.1.2"),
+        "ip4-lookup",
+        "ip neighbor loop0 10.0.0.2 02:00:00:00:00:09 static",
+    );
+}
+
 #[test]
 fn rewrite_sends_ttl_expiry_and_df_over_mtu_to_icmp_error() {
     let (mut t, sw) = rewrite_setup();

@@ -203,6 +203,44 @@ fn rewrite_takes_a_packet_of_exactly_the_mtu() {
     t.assert_no_leaks();
 }
 
+/// [`super::ip_shared::rewrite_frame_mixes_adjacencies_and_expiring_packets`]: the hop
+/// limit decremented.
+#[test]
+fn rewrite_frame_mixes_adjacencies_and_expiring_packets() {
+    let (mut t, sw) = rewrite_setup();
+    t.cli(
+        "ip neighbor loop0 2001:db8::3 02:00:00:00:00:03 static
+         ip route add 2001:db8:2::/64 via 2001:db8::3 loop0",
+    );
+    let a = udp6_l3("2001:db8::5", "2001:db8:1::2");
+    let b = udp6_l3("2001:db8::5", "2001:db8:2::2");
+    let mut x = a.clone();
+    x[7] = 1;
+    let fwd = |p: &[u8]| {
+        let mut f = p.to_vec();
+        f[7] -= 1;
+        f
+    };
+    super::ip_shared::rewrite_frame_mixes_adjacencies_and_expiring_packets(
+        (t, sw),
+        (&a, &b, &x),
+        ("ip6-lookup", "ip6-icmp-error"),
+        [0x86, 0xdd],
+        fwd,
+    );
+}
+
+/// [`super::ip_shared::rewrite_follows_a_neighbor_mac_change_between_frames`].
+#[test]
+fn rewrite_follows_a_neighbor_mac_change_between_frames() {
+    super::ip_shared::rewrite_follows_a_neighbor_mac_change_between_frames(
+        rewrite_setup(),
+        &udp6_l3("2001:db8::5", "2001:db8:1::2"),
+        "ip6-lookup",
+        "ip neighbor loop0 2001:db8::2 02:00:00:00:00:09 static",
+    );
+}
+
 /// `ip6-rewrite` under test, packets entering at `ip6-lookup` (which sets `adj_index`).
 fn rewrite_setup() -> (NodeTest, u32) {
     let (mut t, sw) = setup("ip6-rewrite");

@@ -327,3 +327,129 @@ pub fn rewrite_needs_room_for_the_l2_header(
     t.assert_counters(&[("no_headroom", 1)]);
     t.assert_no_leaks();
 }
+
+/// The rewrite nodes' frame loop (`fast_frame`): a frame whose packets change adjacency
+/// (`a` to the peer [`PEER_MAC`], `b` to a second peer `02:00:00:00:00:03`, routed by the
+/// caller's setup), leave the fast path (`x`: to the peer, TTL / hop limit 1) and come back
+/// to it, until five have left it and the rest of the frame takes the per-packet loop. A
+/// frame of expiring packets runs first, so that every next slot of the thread's scratch
+/// holds `*-icmp-error`: a forwarded packet whose next the loop did not write goes there.
+/// Every forwarded packet has its own peer's Ethernet header behind the fast path's two
+/// zeros and `fwd` of its L3 bytes behind it; the expiring ones reach `*-icmp-error`
+/// unchanged, in order.
+pub fn rewrite_frame_mixes_adjacencies_and_expiring_packets(
+    (mut t, sw): (NodeTest, u32),
+    (a, b, x): (&[u8], &[u8], &[u8]),
+    (lookup, icmp_error): (&str, &str),
+    ethertype: [u8; 2],
+    fwd: impl Fn(&[u8]) -> Vec<u8>,
+) {
+    use super::ip4::{fast, in_front, marked_packet};
+    // The two adjacencies, as the lookup sets them.
+    let first = [t.packet(a, |h| h.rx_if = sw), t.packet(b, |h| h.rx_if = sw)];
+    t.inject_at(lookup, &first);
+    let adjs: Vec<u32> = t
+        .arc("interface-output")
+        .iter()
+        .map(|o| o.hdr.ip.adj_index)
+        .collect();
+    assert_eq!(adjs.len(), 2);
+    assert_ne!(adjs[0], adjs[1]);
+    t.clear();
+    let expiring: Vec<BufIdx> = (0..16)
+        .map(|_| {
+            t.packet(x, |h| {
+                h.rx_if = sw;
+                h.ip.adj_index = adjs[0];
+            })
+        })
+        .collect();
+    t.inject(&expiring);
+    assert_eq!(t.arc(icmp_error).len(), 16);
+    t.clear();
+    // Off the fast path at 1, 5, 7, 9 and 11 (the fifth: the per-packet loop from there).
+    let order = "axbabxaxbxaxbaxb";
+    let bufs: Vec<BufIdx> = order
+        .chars()
+        .map(|c| {
+            let (p, adj) = match c {
+                'a' => (a, adjs[0]),
+                'b' => (b, adjs[1]),
+                _ => (x, adjs[0]),
+            };
+            marked_packet(&mut t, p, 17, |h| {
+                h.rx_if = sw;
+                h.ip.adj_index = adj;
+            })
+        })
+        .collect();
+    t.inject(&bufs);
+    let out = t.arc("interface-output");
+    let sent: Vec<(BufIdx, char)> = bufs
+        .iter()
+        .zip(order.chars())
+        .filter(|(_, c)| *c != 'x')
+        .map(|(&i, c)| (i, c))
+        .collect();
+    assert_eq!(
+        out.iter().map(|o| o.index).collect::<Vec<_>>(),
+        sent.iter().map(|s| s.0).collect::<Vec<_>>(),
+        "every forwarded packet to interface-output, in order"
+    );
+    for (o, &(i, c)) in out.iter().zip(&sent) {
+        let (p, peer) = if c == 'a' { (a, 2) } else { (b, 3) };
+        assert_eq!(&o.data[0..6], &[2, 0, 0, 0, 0, peer], "{c}: its peer");
+        assert_eq!(&o.data[6..12], &[2, 0, 0, 0, 0, 1]);
+        assert_eq!(o.data[12..14], ethertype);
+        assert_eq!(o.data[14..], fwd(p), "{c}: the L3 header rewritten");
+        assert_eq!(o.hdr.tx_if, sw);
+        assert_eq!(in_front(&t, i, 17), fast(17), "{c}: two zeros in front");
+    }
+    let icmp = t.arc(icmp_error);
+    assert_eq!(icmp.len(), 6);
+    assert!(
+        icmp.iter().all(|o| o.data == x),
+        "unchanged, at the L3 header"
+    );
+    t.assert_no_leaks();
+}
+
+/// The rewrite nodes keep the adjacency they read for one frame only: the peer
+/// [`PEER_MAC`]'s packet `p` goes out by the fast path to its MAC; `relearn` (a CLI command)
+/// gives the peer `02:00:00:00:00:09`, and the next frame's packet, on the same adjacency,
+/// goes to the new MAC. (An adjacency kept in the node across frames would still send it to
+/// the old one.)
+pub fn rewrite_follows_a_neighbor_mac_change_between_frames(
+    (mut t, sw): (NodeTest, u32),
+    p: &[u8],
+    lookup: &str,
+    relearn: &str,
+) {
+    use super::ip4::{fast, in_front, marked_packet};
+    let first = marked_packet(&mut t, p, 17, |h| h.rx_if = sw);
+    t.inject_at(lookup, &[first]);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0].data[0..6], &[2, 0, 0, 0, 0, 2], "the peer's MAC");
+    assert_eq!(in_front(&t, first, 17), fast(17), "the fast path");
+    let adj = out[0].hdr.ip.adj_index;
+    t.clear();
+    t.cli(relearn);
+    let second = marked_packet(&mut t, p, 17, |h| {
+        h.rx_if = sw;
+        h.ip.adj_index = adj;
+    });
+    t.inject(&[second]);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        &out[0].data[0..6],
+        &[2, 0, 0, 0, 0, 9],
+        "the peer's new MAC"
+    );
+    assert_eq!(&out[0].data[6..12], &[2, 0, 0, 0, 0, 1]);
+    assert_eq!(out[0].hdr.tx_if, sw);
+    assert_eq!(in_front(&t, second, 17), fast(17), "the fast path");
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}
