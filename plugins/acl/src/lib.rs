@@ -42,7 +42,9 @@
 //!   thread's queue took), `icmp_error_session_hit` (an ICMP error admitted for the session
 //!   it quotes) (info);
 //!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no or
-//!   invalid IP header), `session_limit` (the owner's session table is full), `hash_collision` (a
+//!   invalid IP header), `session_limit` (the owner's session table is full),
+//!   `session_alloc_failed` (the owner's session table could not be allocated, at its first
+//!   session: retried at most once a second, [`session::ALLOC_RETRY_SECS`]), `hash_collision` (a
 //!   session to be created whose key has a live one: never, as the key is looked up first;
 //!   keys sharing a digest each have theirs, [`session::Table`]),
 //!   `congestion_drop` (the owning thread's handoff queue full: to `error-drop`),
@@ -128,6 +130,8 @@ sluice_graph::counters! {
         SessionCreated => info("session_created", "sessions created (permit+reflect)"),
         /// Session table full (permit+reflect refused).
         SessionLimit => error("session_limit", "session table full (permit+reflect refused)"),
+        /// The session table's memory could not be allocated (permit+reflect refused).
+        SessionAllocFailed => error("session_alloc_failed", "session table memory could not be allocated (permit+reflect refused)"),
         /// Packets handed to the session's owning thread.
         Handoff => info("handoff", "packets handed to the session's owning thread"),
         /// Handoff queue to the owning thread full.
@@ -1246,6 +1250,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                         Err(session::CreateError::Full) => {
                             return Self::drop_pkt(cx, b, AclCounter::SessionLimit)
                         }
+                        Err(session::CreateError::NoMemory) => {
+                            return Self::drop_pkt(cx, b, AclCounter::SessionAllocFailed)
+                        }
                         Err(session::CreateError::Collision) => {
                             return Self::drop_pkt(cx, b, AclCounter::HashCollision)
                         }
@@ -1955,11 +1962,19 @@ fn cli_show_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         total += th.sessions.len();
         let _ = writeln!(
             out,
-            "Thread #{i}: {} sessions (created {} expired {} deleted {})",
+            "Thread #{i}: {} sessions (created {} expired {} deleted {}{})",
             th.sessions.len(),
             st.created,
             st.expired,
-            st.deleted
+            st.deleted,
+            if st.alloc_failed > 0 {
+                format!(
+                    "; table allocation failed {} times: out of memory?",
+                    st.alloc_failed
+                )
+            } else {
+                String::new()
+            }
         );
         for s in th.sessions.iter() {
             let k = s.key();

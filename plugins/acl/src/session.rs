@@ -603,7 +603,14 @@ pub struct Stats {
     pub expired: u64,
     /// Sessions freed otherwise (clear, interface lists changed).
     pub deleted: u64,
+    /// Attempts to allocate the table's memory that failed (at most one a
+    /// [`ALLOC_RETRY_SECS`]).
+    pub alloc_failed: u64,
 }
+
+/// After a failed allocation of a table's memory, a new session waits this long before the
+/// next attempt (its packets are refused, [`CreateError::NoMemory`], without a system call).
+pub const ALLOC_RETRY_SECS: f64 = 1.0;
 
 /// Why a session was not created.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -613,6 +620,9 @@ pub enum CreateError {
     /// The key has a live session already (a caller that did not look it up first; two
     /// keys of one digest both have theirs).
     Collision,
+    /// The table's memory (allocated at the first session) could not be had, now or at the
+    /// last attempt less than [`ALLOC_RETRY_SECS`] ago.
+    NoMemory,
 }
 
 /// One thread's sessions.
@@ -640,6 +650,9 @@ pub struct Table {
     /// Sessions created and freed so far (wrapping): a miss [`Table::find`] gave for a
     /// digest is still a miss while this has not moved.
     changes: u32,
+    /// No allocation is attempted before this time (a session's `created`): set
+    /// [`ALLOC_RETRY_SECS`] after a failed one.
+    alloc_retry: f64,
     /// Tests narrow the digests to force two keys onto one.
     #[cfg(test)]
     pub(crate) digest_mask: u64,
@@ -675,6 +688,7 @@ impl Table {
             stats: Stats::default(),
             scan: 0,
             changes: 0,
+            alloc_retry: f64::NEG_INFINITY,
             #[cfg(test)]
             digest_mask: u64::MAX,
         }
@@ -842,24 +856,43 @@ impl Table {
     }
 
     /// Allocates the bucket array and the records for `max` sessions (untouched pages cost
-    /// no memory); whether it could.
+    /// no memory) unless an attempt failed less than [`ALLOC_RETRY_SECS`] before `now`;
+    /// whether it could. A failure is counted ([`Stats::alloc_failed`]), the first logged.
     #[cold]
-    fn allocate(&mut self) -> bool {
-        match (
-            FlowTable::try_with_capacity(self.max),
-            ZeroedArray::try_new(self.max),
-        ) {
-            (Ok(keys), Ok(slots)) => {
+    #[inline(never)]
+    fn allocate(&mut self, now: f64) -> bool {
+        if now < self.alloc_retry {
+            return false;
+        }
+        let r = FlowTable::try_with_capacity(self.max)
+            .and_then(|keys| Ok((keys, ZeroedArray::try_new(self.max)?)));
+        match r {
+            Ok((keys, slots)) => {
                 self.keys = keys;
                 self.slots = slots;
                 true
             }
-            _ => false,
+            Err(e) => {
+                if self.stats.alloc_failed == 0 {
+                    log::warn!(
+                        "acl-plugin: cannot allocate a session table for {} sessions ({e}); \
+                         permit+reflect packets dropped as session_alloc_failed, retried \
+                         every {ALLOC_RETRY_SECS} s",
+                        self.max
+                    );
+                }
+                self.stats.alloc_failed += 1;
+                self.alloc_retry = now + ALLOC_RETRY_SECS;
+                false
+            }
         }
     }
 
     /// Adds a session (its key has none: the caller looked it up). Two keys of one digest
-    /// both have theirs; the same key twice is refused ([`CreateError::Collision`]).
+    /// both have theirs; the same key twice is refused ([`CreateError::Collision`]). The
+    /// first session allocates the table's memory; when that fails, sessions are refused
+    /// ([`CreateError::NoMemory`]) and the allocation is tried again at most once every
+    /// [`ALLOC_RETRY_SECS`] (by `s.created`).
     pub fn create(&mut self, mut s: Session) -> Result<&mut Session, CreateError> {
         s.pk = s.key.packed().unwrap_or([0, 1 << 23]);
         s.proto = s.key.proto;
@@ -867,8 +900,8 @@ impl Table {
             return Err(CreateError::Full);
         }
         // The first session sizes the table (`len` < `max`: not empty).
-        if self.slots.is_empty() && !self.allocate() {
-            return Err(CreateError::Full);
+        if self.slots.is_empty() && !self.allocate(s.created) {
+            return Err(CreateError::NoMemory);
         }
         let d = self.digest(&s.key);
         if self.slot_of(d, &s.key).is_some() {
@@ -1217,6 +1250,28 @@ mod tests {
         assert_eq!(s.state(), "reset");
         assert_eq!(s.pkts, [2, 2]);
         assert_eq!(sess(0.0, 17).timeout(&t), 10);
+    }
+
+    /// A table whose memory cannot be had refuses sessions as `NoMemory` (not `Full`) and
+    /// tries the allocation again only once a retry interval has passed.
+    #[test]
+    fn failed_allocation_is_remembered() {
+        // More buckets than an address space holds: the allocation fails.
+        let mut tb = Table::new(usize::MAX / 2);
+        assert_eq!(tb.create(sess(0.0, 17)).err(), Some(CreateError::NoMemory));
+        assert_eq!(tb.stats.alloc_failed, 1);
+        // Within the interval: refused without another attempt.
+        assert_eq!(tb.create(sess(0.5, 17)).err(), Some(CreateError::NoMemory));
+        assert_eq!(tb.stats.alloc_failed, 1);
+        // After it: tried (and failed) again.
+        assert_eq!(
+            tb.create(sess(ALLOC_RETRY_SECS, 17)).err(),
+            Some(CreateError::NoMemory)
+        );
+        assert_eq!(
+            (tb.stats.alloc_failed, tb.len(), tb.stats.created),
+            (2, 0, 0)
+        );
     }
 
     #[test]
