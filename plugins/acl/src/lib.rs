@@ -1254,7 +1254,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                             return Self::drop_pkt(cx, b, AclCounter::SessionAllocFailed)
                         }
                         Err(session::CreateError::Collision) => {
-                            return Self::drop_pkt(cx, b, AclCounter::HashCollision)
+                            // The key was looked up just before: no live session.
+                            debug_assert!(false, "session created for a key that has one");
+                            return Self::drop_pkt(cx, b, AclCounter::HashCollision);
                         }
                     }
                 }

@@ -659,8 +659,10 @@ pub struct Table {
 }
 
 // SAFETY: integers, floats and bools (`Session`, `TcpWindow`, `TcpEnd`, `SessKey`), all of
-// which take the all-zero pattern, and no drop glue: a zeroed record is a valid (unused)
-// session, which no table value points at.
+// which take the all-zero pattern, and no drop glue: a zeroed record is a valid `Session`
+// value. It is not a free slot (its `pk` is [0, 0], not `FREE`, so `is_live` holds), and is
+// never reached as one: records at or above `used` are only zeros, no table value points
+// there (values are below `used`), and `iter`, `expire` and `remove_if` stop at `used`.
 unsafe impl ZeroValid for Session {}
 
 impl Default for Table {
