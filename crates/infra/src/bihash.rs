@@ -108,7 +108,7 @@
 //! splits the same two steps for a node that hashes in one pass over its frame and looks up
 //! in the next (`l2-input`, whose 1M-MAC FIB is bigger than the caches). An array of
 //! 2 MiB or more is an anonymous mapping advised for transparent hugepages
-//! ([`crate::epoch::ZeroedMap`]): 1M entries take 16 TLB entries instead of 8,192.
+//! ([`crate::epoch::ZeroedArray`]): 1M entries take 16 TLB entries instead of 8,192.
 //!
 //! A bucket holds 7 entries in 128 bytes, 18.3 bytes per slot. With the load kept between 3/8
 //! and 3/4 (the array doubles at 3/4), that is 24 to 49 bytes per entry (1,000,000 entries:
@@ -116,7 +116,7 @@
 //! allocated until its grace period is over. Removing entries never shrinks the array
 //! ([`Bihash::clear`] goes back to the initial size).
 
-use crate::epoch::{Epochs, Retired, ZeroedMap};
+use crate::epoch::{Epochs, Retired, ZeroValid, ZeroedArray};
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
@@ -443,64 +443,16 @@ const KEY_BIT_OCC: [u32; 1 << SLOTS] = {
     t
 };
 
-/// The buckets of one array: on the heap, or, from 2 MiB on, in a [`ZeroedMap`] (advised
-/// for transparent hugepages: a big table's random lookups then take one TLB entry per 2
-/// MiB instead of per 4 KiB, and a small table does not take a whole hugepage).
-struct Buckets {
-    /// The first of `len` buckets, in `heap` or `map` (which own them).
-    ptr: *const Bucket,
-    len: usize,
-    _heap: Box<[Bucket]>,
-    _map: Option<ZeroedMap>,
-}
-
-// SAFETY: `ptr` points into memory this value owns (`_heap` or `_map`), which holds only
-// atomics; sharing and sending it is what `Box<[Bucket]>` would allow.
-unsafe impl Send for Buckets {}
-// SAFETY: as above.
-unsafe impl Sync for Buckets {}
-
-impl Buckets {
-    fn new(n: usize) -> Result<Buckets, BihashError> {
-        let bytes = n * std::mem::size_of::<Bucket>();
-        if bytes >= ZeroedMap::HUGE {
-            let map = ZeroedMap::try_new(bytes).map_err(|_| BihashError::OutOfMemory)?;
-            return Ok(Buckets {
-                ptr: map.as_ptr() as *const Bucket,
-                len: n,
-                _heap: Box::new([]),
-                _map: Some(map),
-            });
-        }
-        let mut v: Vec<Bucket> = Vec::new();
-        v.try_reserve_exact(n)
-            .map_err(|_| BihashError::OutOfMemory)?;
-        v.resize_with(n, Bucket::default);
-        let heap = v.into_boxed_slice();
-        Ok(Buckets {
-            ptr: heap.as_ptr(),
-            len: n,
-            _heap: heap,
-            _map: None,
-        })
-    }
-}
-
-impl std::ops::Deref for Buckets {
-    type Target = [Bucket];
-    #[inline(always)]
-    fn deref(&self) -> &[Bucket] {
-        // SAFETY: `ptr` is the start of `len` initialised buckets owned by `self`: a boxed
-        // slice (which does not move when the box does), or a mapping of at least that many
-        // bytes (size rounded up), page-aligned (buckets need 128) and zero-filled, which is
-        // a valid empty bucket (all atomics 0). Buckets are only accessed through atomics.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
+// SAFETY: atomics only (a zero bucket is an empty one: no entry, no overflow, version 0),
+// no drop glue.
+unsafe impl ZeroValid for Bucket {}
 
 /// One bucket array with its hash key.
 struct Array {
-    buckets: Buckets,
+    /// The buckets, zeroed (empty): on the heap, or from 2 MiB on mapped and advised for
+    /// transparent hugepages ([`ZeroedArray`]: a big table's random lookups take one TLB
+    /// entry per 2 MiB instead of per 4 KiB, and a small table does not take a hugepage).
+    buckets: ZeroedArray<Bucket>,
     mask: usize,
     /// This array's secret key (a rebuild draws a new one).
     key: FoldedKeyHash,
@@ -512,7 +464,7 @@ impl Array {
     /// `n` (a power of two) empty buckets with a fresh hash key.
     fn new(n: usize, prehashed: bool) -> Result<Array, BihashError> {
         debug_assert!(n.is_power_of_two());
-        let buckets = Buckets::new(n)?;
+        let buckets = ZeroedArray::try_new(n).map_err(|_| BihashError::OutOfMemory)?;
         Ok(Array {
             buckets,
             mask: n - 1,

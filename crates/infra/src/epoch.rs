@@ -212,7 +212,8 @@ unsafe impl ZeroValid for AtomicU64 {}
 /// random access into a table of many MiB then costs a TLB entry per 2 MiB rather than per
 /// 4 KiB. Smaller arrays are on the heap (`alloc_zeroed`; a map rounds up to 2 MiB).
 ///
-/// `crate::bihash`'s bucket arrays are the same container, still apart.
+/// The one container of the kind: the bihash's and the flow tables' bucket arrays, NAT44's
+/// flow records, the ACL sessions and the FIBs' tables ([`ZeroedAtomicU32s`]).
 pub struct ZeroedArray<T: ZeroValid> {
     /// The elements' start: `_map`'s, or a heap block owned here (freed in the drop).
     ptr: *mut T,

@@ -1,5 +1,6 @@
 //! A single-writer hash from 64-bit keyed digests to `u32` values in one-cache-line buckets,
-//! for per-thread flow tables read only by their writer (NAT44's sessions).
+//! for per-thread flow tables read only by their writer (NAT44's and the stateful ACL's
+//! sessions).
 //!
 //! Where [`crate::bihash::Bihash`] keeps a bucket's keys and values on two lines (so that any
 //! `u64` is a key and a value, and lock-free readers can check a version), a flow table whose
@@ -118,14 +119,28 @@ impl FlowTable {
     /// A table for at most `entries` keys (at least 1 bucket; its memory is allocated here,
     /// 16 to 32 bytes an entry: 64 bytes a bucket at 4 entries a bucket, the bucket count
     /// rounded up to a power of two).
+    ///
+    /// # Panics
+    /// If the memory cannot be had (see [`FlowTable::try_with_capacity`]).
     pub fn with_capacity(entries: usize) -> FlowTable {
-        let n = entries.div_ceil(FILL).max(1).next_power_of_two();
-        FlowTable {
-            buckets: ZeroedArray::new(n),
+        Self::try_with_capacity(entries)
+            .unwrap_or_else(|e| panic!("cannot allocate a flow table of {entries} entries: {e}"))
+    }
+
+    /// [`FlowTable::with_capacity`], or the error when the bucket array cannot be allocated
+    /// or mapped (size overflow, address-space limit, strict overcommit).
+    pub fn try_with_capacity(entries: usize) -> std::io::Result<FlowTable> {
+        let n = entries
+            .div_ceil(FILL)
+            .max(1)
+            .checked_next_power_of_two()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        Ok(FlowTable {
+            buckets: ZeroedArray::try_new(n)?,
             mask: n - 1,
             len: 0,
             cap: entries,
-        }
+        })
     }
 
     /// Entries.
@@ -385,5 +400,6 @@ mod tests {
     #[test]
     fn memory_is_the_bucket_array() {
         assert_eq!(FlowTable::with_capacity(1 << 20).memory_bytes(), 16 << 20);
+        assert!(FlowTable::try_with_capacity(usize::MAX / 2).is_err());
     }
 }

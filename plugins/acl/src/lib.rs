@@ -42,8 +42,11 @@
 //!   thread's queue took), `icmp_error_session_hit` (an ICMP error admitted for the session
 //!   it quotes) (info);
 //!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no or
-//!   invalid IP header), `session_limit` (the owner's session table is full), `hash_collision` (a
-//!   live session of another key has the new key's digest: [`session::Table`]),
+//!   invalid IP header), `session_limit` (the owner's session table is full),
+//!   `session_alloc_failed` (the owner's session table could not be allocated, at its first
+//!   session: retried at most once a second, [`session::ALLOC_RETRY_SECS`]), `hash_collision` (a
+//!   session to be created whose key has a live one: never, as the key is looked up first;
+//!   keys sharing a digest each have theirs, [`session::Table`]),
 //!   `congestion_drop` (the owning thread's handoff queue full: to `error-drop`),
 //!   `tcp_out_of_window` and `tcp_bad_rst` (a
 //!   segment, or a RST, of a tracked TCP connection outside its window:
@@ -127,6 +130,8 @@ sluice_graph::counters! {
         SessionCreated => info("session_created", "sessions created (permit+reflect)"),
         /// Session table full (permit+reflect refused).
         SessionLimit => error("session_limit", "session table full (permit+reflect refused)"),
+        /// The session table's memory could not be allocated (permit+reflect refused).
+        SessionAllocFailed => error("session_alloc_failed", "session table memory could not be allocated (permit+reflect refused)"),
         /// Packets handed to the session's owning thread.
         Handoff => info("handoff", "packets handed to the session's owning thread"),
         /// Handoff queue to the owning thread full.
@@ -137,8 +142,9 @@ sluice_graph::counters! {
         TcpOutOfWindow => error("tcp_out_of_window", "TCP segment outside the session's window"),
         /// TCP RST of a session outside its window.
         TcpBadRst => error("tcp_bad_rst", "TCP RST outside the session's window"),
-        /// A live session of another key has the same table digest (permit+reflect refused).
-        HashCollision => error("hash_collision", "session key digest collision"),
+        /// The key of a session to be created has a live one (never: the key is looked up
+        /// first; kept for VPP-style scripts that read it).
+        HashCollision => error("hash_collision", "session key in use"),
     }
 }
 
@@ -535,23 +541,23 @@ struct AclNode<const V6: bool, const OUT: bool> {
     nexts: [u16; FRAME_SIZE],
     hand: Vec<Vec<BufIdx>>,
     /// The IPv4 nodes' per-packet session keys of a frame with stateful interfaces
-    /// ([`AclNode::pre4`]), and the look-ahead's bihash answers.
+    /// ([`AclNode::pre4`]), and the look-ahead's session table answers.
     pre: [Pre; FRAME_SIZE],
 }
 
 /// What [`AclNode::hit4`] takes of a packet: nothing ([`Pre::SKIP`]: the general path,
 /// [`AclNode::one`], from the start), the owner thread to hand it to, or its session key on
 /// this thread; read from the header in the frame's first pass, which also prefetches the
-/// key's bihash bucket, so that the main loop can look up the slot (and prefetch the
+/// key's table bucket, so that the main loop can look up the slot (and prefetch the
 /// session record) of the packet [`SESSION_AHEAD`] on. 32 bytes.
 #[derive(Clone, Copy)]
 struct Pre {
     /// The packed session key ([`Packed4::pk`]) and its table digest.
     pk: [u64; 2],
     dig: u64,
-    /// From the first pass, `dig`'s home bucket ([`Table::home`]); from the look-ahead
-    /// ([`Pre::look`]) on, the slot it found there (`NO_SLOT`: none). A slot whose
-    /// session's key is `pk` is that key's however the table changed since, a miss is
+    /// From the look-ahead ([`Pre::look`]) on, the slot it found for `dig` (`NO_SLOT`:
+    /// none). A slot whose session's key is `pk` is that key's however the table changed
+    /// since (another key's has the key looked up exactly: [`Table::at4`]), a miss is
     /// looked up again if the frame changed the table ([`Fc::changes`]).
     slot: u32,
     /// [`Pre::SKIP`], [`Pre::HAND`] (to `owner`) or [`Pre::HERE`] (on this thread).
@@ -562,7 +568,7 @@ struct Pre {
     owner: u16,
 }
 
-/// [`Pre::slot`] when the bihash holds no slot for the digest.
+/// [`Pre::slot`] when the table holds no slot for the digest.
 const NO_SLOT: u32 = u32::MAX;
 
 impl Pre {
@@ -581,12 +587,12 @@ impl Pre {
         owner: 0,
     };
 
-    /// The look-ahead: the slot of a packet to be looked up here (from the home bucket the
-    /// first pass found), and a prefetch of its session record.
+    /// The look-ahead: the slot of a packet to be looked up here (in the bucket the first
+    /// pass prefetched), and a prefetch of its session record.
     #[inline(always)]
     fn look(&mut self, t: &Table) {
         if self.kind == Pre::HERE {
-            let slot = t.find_home(self.dig, self.slot);
+            let slot = t.find(self.dig);
             if let Some(i) = slot {
                 t.prefetch_slot(i, self.pk[1] >> 24 & 0xff == 6);
             }
@@ -842,11 +848,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             };
         }
         let dig = fc.t.sessions.digest4(p.pk);
+        // The bucket prefetched now.
+        fc.t.sessions.prefetch(dig);
         Pre {
             pk: p.pk,
             dig,
-            // The bucket prefetched now.
-            slot: fc.t.sessions.home(dig),
+            slot: NO_SLOT,
             kind: Pre::HERE,
             src_lo: p.src_lo,
             owner: 0,
@@ -890,8 +897,8 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         r
     }
 
-    /// The end of [`AclNode::hit4`]: the session in `slot` (the bihash's answer for the
-    /// key `pk`'s digest), if it is `pk`'s and admits the packet.
+    /// The end of [`AclNode::hit4`]: the session of `pk` from `slot` (the table's first
+    /// candidate for the key's digest: [`session::Table::at4`]), if it admits the packet.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn hit_at(
@@ -1014,7 +1021,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// run added). `PIPE` (IPv4, a stateful interface's
     /// session table larger than the caches): a first pass reads every packet's session
     /// key or owner ([`AclNode::pre4`]) and the main loop keeps the table's misses ahead
-    /// of its packets: the first pass finds each one's bihash bucket and prefetches it, and
+    /// of its packets: the first pass prefetches each one's table bucket, and
     /// the main loop looks up the slot of packet i + [`SESSION_AHEAD`] in its bucket and
     /// prefetches its session while i is processed (the first packets' ones before the
     /// loop). Without `STATEFUL` (no interface of the node stateful:
@@ -1243,8 +1250,13 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                         Err(session::CreateError::Full) => {
                             return Self::drop_pkt(cx, b, AclCounter::SessionLimit)
                         }
+                        Err(session::CreateError::NoMemory) => {
+                            return Self::drop_pkt(cx, b, AclCounter::SessionAllocFailed)
+                        }
                         Err(session::CreateError::Collision) => {
-                            return Self::drop_pkt(cx, b, AclCounter::HashCollision)
+                            // The key was looked up just before: no live session.
+                            debug_assert!(false, "session created for a key that has one");
+                            return Self::drop_pkt(cx, b, AclCounter::HashCollision);
                         }
                     }
                 }
@@ -1952,11 +1964,19 @@ fn cli_show_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         total += th.sessions.len();
         let _ = writeln!(
             out,
-            "Thread #{i}: {} sessions (created {} expired {} deleted {})",
+            "Thread #{i}: {} sessions (created {} expired {} deleted {}{})",
             th.sessions.len(),
             st.created,
             st.expired,
-            st.deleted
+            st.deleted,
+            if st.alloc_failed > 0 {
+                format!(
+                    "; table allocation failed {} times: out of memory?",
+                    st.alloc_failed
+                )
+            } else {
+                String::new()
+            }
         );
         for s in th.sessions.iter() {
             let k = s.key();
@@ -2255,6 +2275,15 @@ mod tests {
         sluice_vnet::testing::NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa")
     }
 
+    /// UDP flow `f`'s packet from 10.0.0.2 (source port 1000 + `f`) to 10.0.1.2:53, which
+    /// [`reflect_pg0`]'s rule admits and tracks.
+    fn flow(f: u16) -> Vec<u8> {
+        sluice_vnet::testing::pkt(&format!(
+            "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
+            1000 + f
+        ))
+    }
+
     /// [`input4_test`] with pg0's input list one permit+reflect rule (10.0.0.0/24 out) and
     /// every thread's look-ahead threshold `pipe_min` (0: the look-ahead always); pg0's index.
     fn reflect_pg0(pipe_min: usize) -> (sluice_vnet::testing::NodeTest, u32) {
@@ -2389,6 +2418,50 @@ mod tests {
         t.assert_no_leaks();
     }
 
+    /// Flows whose session keys share a digest (every thread's digests narrowed to 2 bits:
+    /// 24 flows on 4 digests, and one tag, so homes overflow) each get a session, and
+    /// their later packets, in the creating frame and in the next, are admitted by it, with
+    /// the look-ahead and without. Before the flow table a digest's second key was refused
+    /// a session: its packets were dropped as `hash_collision`.
+    #[test]
+    fn flows_sharing_a_digest_each_have_a_session() {
+        for pipe_min in [0, usize::MAX] {
+            flows_sharing_a_digest(pipe_min);
+        }
+    }
+
+    fn flows_sharing_a_digest(pipe_min: usize) {
+        let (mut t, sw) = reflect_pg0(pipe_min);
+        for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
+            lock(th).sessions.digest_mask = 0x3;
+        }
+        let flows = 24u16;
+        // Every flow's first packet, then a second of each; a frame of third packets.
+        let order: Vec<u16> = (0..flows).chain(0..flows).collect();
+        for round in [&order[..], &order[..flows as usize]] {
+            let bufs: Vec<_> = round
+                .iter()
+                .map(|&f| t.packet(&flow(f), |h| h.rx_if = sw))
+                .collect();
+            t.inject(&bufs);
+        }
+        assert_eq!(t.drops().len(), 0, "pipe_min {pipe_min}");
+        assert_eq!(t.arc("ip4-lookup").len(), 3 * flows as usize);
+        t.assert_counters(&[
+            ("permit", flows as u64),
+            ("session_created", flows as u64),
+            ("session_hit", 2 * flows as u64),
+        ]);
+        let mut s: Vec<(u16, [u64; 2])> = sessions(&mut t.h.vm)
+            .iter()
+            .map(|(_, s)| (s.key().lo.1, s.pkts))
+            .collect();
+        s.sort();
+        let want: Vec<(u16, [u64; 2])> = (0..flows).map(|f| (1000 + f, [3, 0])).collect();
+        assert_eq!(s, want, "pipe_min {pipe_min}");
+        t.assert_no_leaks();
+    }
+
     /// Sessions a frame creates admit the frame's later packets of their flows, at every
     /// distance from the look-ahead (the IPv4 nodes look a packet's slot up
     /// `SESSION_AHEAD` packets before they process it, the first ones before the loop): a
@@ -2404,14 +2477,7 @@ mod tests {
     }
 
     fn sessions_made_in_a_frame(pipe_min: usize) {
-        use sluice_vnet::testing::pkt;
         let (mut t, sw) = reflect_pg0(pipe_min);
-        let flow = |f: u16| {
-            pkt(&format!(
-                "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
-                1000 + f
-            ))
-        };
         // Flow f's packets at distances 1 to 12 from its first; then 16 flows back to back
         // again (distance 16).
         let mut order = Vec::new();
@@ -2514,14 +2580,14 @@ mod tests {
         t.assert_no_leaks();
     }
 
-    /// Homes gone stale mid-frame: from an empty table (16 buckets), one frame of 100 new
-    /// flows then a second packet of each. The first pass takes every packet's home in the
-    /// small array; the sessions the frame creates grow the bihash (a new array and hash
-    /// key), so the second packets' looks, from stale homes, mostly miss: each miss is
-    /// looked up again (the table changed), finds its session and is a hit.
+    /// A table sized mid-frame: from an empty table (one bucket until its first session),
+    /// one frame of 100 new flows then a second packet of each. The first pass prefetches
+    /// every packet's bucket in the empty table; the frame's first session sizes the table
+    /// (a new bucket array), and the second packets' looks, some made before the
+    /// sessions they need, miss: each miss is looked up again (the table changed), finds
+    /// its session and is a hit.
     #[test]
-    fn homes_stale_after_a_mid_frame_growth_are_looked_up_again() {
-        use sluice_vnet::testing::pkt;
+    fn a_table_sized_mid_frame_admits_the_later_packets() {
         // With the look-ahead (`pipe_min` 0).
         let (mut t, sw) = reflect_pg0(0);
         let buckets = |t: &mut sluice_vnet::testing::NodeTest| {
@@ -2537,17 +2603,11 @@ mod tests {
         let order: Vec<u16> = (0..flows).chain(0..flows).collect();
         let bufs: Vec<_> = order
             .iter()
-            .map(|&f| {
-                let p = pkt(&format!(
-                    "UDP: 10.0.0.2 -> 10.0.1.2\nUDP: {} -> 53",
-                    1000 + f
-                ));
-                t.packet(&p, |h| h.rx_if = sw)
-            })
+            .map(|&f| t.packet(&flow(f), |h| h.rx_if = sw))
             .collect();
         assert!(bufs.len() <= FRAME_SIZE);
         t.inject(&bufs);
-        assert!(buckets(&mut t) > before, "the bihash grew: {before:?}");
+        assert!(buckets(&mut t) > before, "the table was sized: {before:?}");
         assert_eq!(t.arc("ip4-lookup").len(), order.len());
         assert_eq!(t.drops().len(), 0);
         t.assert_counters(&[

@@ -23,18 +23,19 @@
 //! handed to the owner before the lookup, so each table is only used by its thread (and the
 //! control plane under the thread's mutex).
 //!
-//! A table is the engine's bihash (the L2 FIB's; NAT44's sessions moved to
-//! `sluice_infra::flowtab` in session 15) keyed by a keyed 64-bit digest of the session key
-//! ([`FoldedKeyHash`], as NAT44's: two folded multiplies under a secret random key, once for an IPv4 key, three chained for IPv6; about a tenth of SipHash's
-//! instructions) whose value is the session's slot; a hit is confirmed against the slot's
-//! full key. Two live keys with one digest (probability about 2^-64 per pair, not
-//! something a sender can aim at without the secret key) cannot both have a session: the
-//! second is refused ([`CreateError::Collision`]). The bihash is read only by its owner
-//! under the mutex, so a grown array is freed at the table's next change (its own epochs
-//! have no other reader).
+//! A table is a [`FlowTable`] (one 64-byte line a bucket: seven 32-bit tags with their
+//! values, as NAT44's sessions since session 15) from a keyed 64-bit digest of the session
+//! key ([`FoldedKeyHash`], as NAT44's: two folded multiplies under a secret random key, once
+//! for an IPv4 key, three chained for IPv6; about a tenth of SipHash's instructions) to the
+//! session's slot. A tag match is a candidate, confirmed against the slot's key; when the
+//! first candidate is another key's, every candidate is tried, so two live keys with one
+//! digest (or one tag in a bucket) both have their sessions. The bucket array and the
+//! session records are sized for the thread's limit at its first session, zeroed and, from
+//! 2 MiB on, in transparent hugepages ([`ZeroedArray`]); they never grow or move.
 
-use sluice_infra::bihash::{Bihash, FoldedKeyHash};
-use sluice_infra::epoch::Epochs;
+use sluice_infra::bihash::FoldedKeyHash;
+use sluice_infra::epoch::{ZeroValid, ZeroedArray};
+use sluice_infra::flowtab::FlowTable;
 
 /// Session timeouts, seconds.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -602,29 +603,43 @@ pub struct Stats {
     pub expired: u64,
     /// Sessions freed otherwise (clear, interface lists changed).
     pub deleted: u64,
+    /// Attempts to allocate the table's memory that failed (at most one a
+    /// [`ALLOC_RETRY_SECS`]).
+    pub alloc_failed: u64,
 }
+
+/// After a failed allocation of a table's memory, a new session waits this long before the
+/// next attempt (its packets are refused, [`CreateError::NoMemory`], without a system call).
+pub const ALLOC_RETRY_SECS: f64 = 1.0;
 
 /// Why a session was not created.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum CreateError {
     /// The table is full.
     Full,
-    /// A live session of another key has the same digest.
+    /// The key has a live session already (a caller that did not look it up first; two
+    /// keys of one digest both have theirs).
     Collision,
+    /// The table's memory (allocated at the first session) could not be had, now or at the
+    /// last attempt less than [`ALLOC_RETRY_SECS`] ago.
+    NoMemory,
 }
 
 /// One thread's sessions.
 pub struct Table {
-    /// Digest of the key -> slot.
-    keys: Bihash,
+    /// Digest of the key -> slot: candidates, each confirmed by the slot's key. Sized for
+    /// `max` sessions with `slots`, at the first session (until then one empty bucket).
+    keys: FlowTable,
     hasher: FoldedKeyHash,
-    /// The bihash's grace periods: nobody reads it concurrently (see the module doc).
-    epochs: Epochs,
-    /// Sessions by slot; a free one's `pk` is [`FREE`].
-    slots: Vec<Session>,
+    /// Sessions by slot: `max` records, zeroed (in hugepages from 2 MiB on), allocated with
+    /// `keys` at the first session; those below `used` were written (a free one's `pk` is
+    /// [`FREE`]), those above are zeros that no table value points at.
+    slots: ZeroedArray<Session>,
+    /// Slots handed out so far (the next new one).
+    used: usize,
     free: Vec<u32>,
     /// The limit.
-    pub max: usize,
+    max: usize,
     /// From this many sessions on the IPv4 nodes look a frame's sessions up ahead of its
     /// packets (prefetching buckets and records: [`PIPE_MIN_SESSIONS`]).
     pub pipe_min: usize,
@@ -632,13 +647,23 @@ pub struct Table {
     pub stats: Stats,
     /// Next slot the cleaner looks at.
     scan: usize,
-    /// Sessions created and freed so far, and failed insertions (wrapping): a slot
-    /// [`Table::find`] gave for a digest is still its answer while this has not moved.
+    /// Sessions created and freed so far (wrapping): a miss [`Table::find`] gave for a
+    /// digest is still a miss while this has not moved.
     changes: u32,
+    /// No allocation is attempted before this time (a session's `created`): set
+    /// [`ALLOC_RETRY_SECS`] after a failed one.
+    alloc_retry: f64,
     /// Tests narrow the digests to force two keys onto one.
     #[cfg(test)]
-    digest_mask: u64,
+    pub(crate) digest_mask: u64,
 }
+
+// SAFETY: integers, floats and bools (`Session`, `TcpWindow`, `TcpEnd`, `SessKey`), all of
+// which take the all-zero pattern, and no drop glue: a zeroed record is a valid `Session`
+// value. It is not a free slot (its `pk` is [0, 0], not `FREE`, so `is_live` holds), and is
+// never reached as one: records at or above `used` are only zeros, no table value points
+// there (values are below `used`), and `iter`, `expire` and `remove_if` stop at `used`.
+unsafe impl ZeroValid for Session {}
 
 impl Default for Table {
     fn default() -> Self {
@@ -647,14 +672,13 @@ impl Default for Table {
 }
 
 impl Table {
-    /// An empty table holding at most `max` sessions.
+    /// An empty table holding at most `max` sessions (its memory is had at the first).
     pub fn new(max: usize) -> Table {
         Table {
-            // Sized on demand (the limit is ours, `max`, and may change).
-            keys: Bihash::with_limit_prehashed(0, usize::MAX),
+            keys: FlowTable::with_capacity(0),
             hasher: FoldedKeyHash::new(),
-            epochs: Epochs::new(1),
-            slots: Vec::new(),
+            slots: ZeroedArray::new(0),
+            used: 0,
             free: Vec::new(),
             max,
             // Unit tests take the look-ahead whatever their table's size; a test sets
@@ -666,6 +690,7 @@ impl Table {
             stats: Stats::default(),
             scan: 0,
             changes: 0,
+            alloc_retry: f64::NEG_INFINITY,
             #[cfg(test)]
             digest_mask: u64::MAX,
         }
@@ -679,6 +704,11 @@ impl Table {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+
+    /// The limit.
+    pub fn max(&self) -> usize {
+        self.max
     }
 
     /// The table key of `k`: its keyed digest. An IPv4 key (interface below 2^23) packs into
@@ -704,7 +734,7 @@ impl Table {
     }
 
     /// The digest of a narrow key from its packed words ([`Packed4::pk`]): what
-    /// [`Table::find`] and [`Table::home`] take.
+    /// [`Table::find`] and [`Table::prefetch`] take.
     #[inline(always)]
     pub fn digest4(&self, pk: [u64; 2]) -> u64 {
         let d = self.hasher.hash(pk[0], pk[1]);
@@ -713,27 +743,18 @@ impl Table {
         d
     }
 
-    /// The slot the bihash holds for digest `d`: a candidate, whose key [`Table::at4`]
-    /// compares; it stays the digest's answer while [`Table::changes`] does not move.
+    /// The first slot the table holds for digest `d`: a candidate, whose key [`Table::at4`]
+    /// compares (and, when it is another key's, looks the key up exactly). `None` is a
+    /// miss, which stays one while [`Table::changes`] does not move.
     #[inline(always)]
     pub fn find(&self, d: u64) -> Option<u32> {
-        self.keys.table().lookup(d).map(|v| v as u32)
+        self.keys.get(d)
     }
 
-    /// Digest `d`'s home bucket, prefetched: the look-ahead's first pass hashes the
-    /// digest into the bucket array once, for [`Table::find_home`] later.
+    /// Hints the CPU to fetch digest `d`'s bucket (one line) ahead of its [`Table::find`].
     #[inline(always)]
-    pub fn home(&self, d: u64) -> u32 {
-        self.keys.table().home(d, true)
-    }
-
-    /// [`Table::find`] from digest `d`'s home bucket ([`Table::home`]). A home from before
-    /// the bucket array grew may miss (never find another digest's slot): a miss is stale
-    /// once [`Table::changes`] moved (every insertion, placed or not, moves it), as
-    /// [`Table::find`]'s is.
-    #[inline(always)]
-    pub fn find_home(&self, d: u64, home: u32) -> Option<u32> {
-        self.keys.table().lookup_home(d, home).map(|v| v as u32)
+    pub fn prefetch(&self, d: u64) {
+        self.keys.prefetch(d);
     }
 
     /// Hints the CPU to fetch the session record in slot `i` (a [`Table::find`] result)
@@ -748,13 +769,13 @@ impl Table {
         }
     }
 
-    /// Sessions created and freed so far, and failed insertions (wrapping).
+    /// Sessions created and freed so far (wrapping).
     #[inline(always)]
     pub fn changes(&self) -> u32 {
         self.changes
     }
 
-    /// The bihash's bucket count (tests watch it grow).
+    /// The table's bucket count (tests watch the first session size it).
     #[cfg(test)]
     pub fn buckets(&self) -> usize {
         self.keys.buckets()
@@ -769,10 +790,12 @@ impl Table {
     }
 
     /// [`Table::lookup4`] from slot `i`, what [`Table::find`] gave for the key's digest at
-    /// some time: the live session there if its key is `pk` (an expired one is freed and not
-    /// returned). A slot whose key is `pk` is `pk`'s session whatever the table did since
-    /// (keys are unique, a freed slot's key is [`FREE`]); `None` may be a stale miss, which
-    /// the caller looks up again if [`Table::changes`] moved.
+    /// some time: the live session of `pk` (an expired one is freed and not returned). A
+    /// slot whose key is `pk` is `pk`'s session whatever the table did since (keys are
+    /// unique, a freed slot's key is [`FREE`]); a slot of another key (a second candidate
+    /// of the digest, or a look-ahead's slot freed and reused since) has the key looked up
+    /// exactly; `None` may be a stale miss, which the caller looks up again if
+    /// [`Table::changes`] moved.
     #[inline(always)]
     pub(crate) fn at4(
         &mut self,
@@ -786,74 +809,134 @@ impl Table {
         let i = i?;
         // A free slot's `FREE` is no narrow key's `pk`: no liveness test of its own.
         let s = self.slots.get(i as usize)?;
-        if s.pk != pk {
-            return None;
-        }
-        if s.expired(now, t) {
+        let i = if s.pk == pk { i } else { self.find4(pk)? };
+        self.live_at(i, now, t)
+    }
+
+    /// The slot of narrow key `pk`, every candidate of its digest tried: [`Table::at4`]'s
+    /// path when the first candidate was another key's (rare: two keys' tags in one bucket).
+    #[cold]
+    #[inline(never)]
+    fn find4(&self, pk: [u64; 2]) -> Option<u32> {
+        let slots = &self.slots;
+        self.keys
+            .find(self.digest4(pk), |v| slots[v as usize].pk == pk)
+    }
+
+    /// The session in slot `i` (live), unless it expired at `now` (then freed).
+    #[inline(always)]
+    fn live_at(&mut self, i: u32, now: f64, t: &Timeouts) -> Option<&mut Session> {
+        if self.slots[i as usize].expired(now, t) {
             self.free_slot(i);
             self.stats.expired += 1;
             return None;
         }
         self.slots.get_mut(i as usize)
+    }
+
+    /// The slot of key `k` (digest `d`): the first candidate, or every one when the first is
+    /// another key's.
+    #[inline(always)]
+    fn slot_of(&self, d: u64, k: &SessKey) -> Option<u32> {
+        let i = self.keys.get(d)?;
+        let is = |v: u32| {
+            let s = &self.slots[v as usize];
+            s.is_live() && s.key == *k
+        };
+        if is(i) {
+            Some(i)
+        } else {
+            self.keys.find(d, is)
+        }
     }
 
     /// The live session of `k` (an expired one is freed and not returned).
     #[inline(always)]
     pub fn lookup(&mut self, k: &SessKey, now: f64, t: &Timeouts) -> Option<&mut Session> {
-        // The read side's lookup is inlined here (the writer's `get` is a call).
-        let i = self.keys.table().lookup(self.digest(k))? as u32;
-        let s = self.slots.get(i as usize)?;
-        if !s.is_live() || s.key != *k {
-            return None;
-        }
-        if s.expired(now, t) {
-            self.free_slot(i);
-            self.stats.expired += 1;
-            return None;
-        }
-        self.slots.get_mut(i as usize)
+        let i = self.slot_of(self.digest(k), k)?;
+        self.live_at(i, now, t)
     }
 
-    /// Adds a session (its key has none: the caller looked it up).
+    /// Allocates the bucket array and the records for `max` sessions (untouched pages cost
+    /// no memory) unless an attempt failed less than [`ALLOC_RETRY_SECS`] before `now`;
+    /// whether it could. A failure is counted ([`Stats::alloc_failed`]), the first logged.
+    #[cold]
+    #[inline(never)]
+    fn allocate(&mut self, now: f64) -> bool {
+        if now < self.alloc_retry {
+            return false;
+        }
+        let r = FlowTable::try_with_capacity(self.max)
+            .and_then(|keys| Ok((keys, ZeroedArray::try_new(self.max)?)));
+        match r {
+            Ok((keys, slots)) => {
+                self.keys = keys;
+                self.slots = slots;
+                true
+            }
+            Err(e) => {
+                if self.stats.alloc_failed == 0 {
+                    log::warn!(
+                        "acl-plugin: cannot allocate a session table for {} sessions ({e}); \
+                         permit+reflect packets dropped as session_alloc_failed, retried \
+                         every {ALLOC_RETRY_SECS} s",
+                        self.max
+                    );
+                }
+                self.stats.alloc_failed += 1;
+                self.alloc_retry = now + ALLOC_RETRY_SECS;
+                false
+            }
+        }
+    }
+
+    /// Adds a session (its key has none: the caller looked it up). Two keys of one digest
+    /// both have theirs; the same key twice is refused ([`CreateError::Collision`]). The
+    /// first session allocates the table's memory; when that fails, sessions are refused
+    /// ([`CreateError::NoMemory`]) and the allocation is tried again at most once every
+    /// [`ALLOC_RETRY_SECS`] (by `s.created`).
     pub fn create(&mut self, mut s: Session) -> Result<&mut Session, CreateError> {
         s.pk = s.key.packed().unwrap_or([0, 1 << 23]);
         s.proto = s.key.proto;
         if self.len() >= self.max {
             return Err(CreateError::Full);
         }
+        // The first session sizes the table (`len` < `max`: not empty).
+        if self.slots.is_empty() && !self.allocate(s.created) {
+            return Err(CreateError::NoMemory);
+        }
         let d = self.digest(&s.key);
-        if self.keys.get(d).is_some() {
+        if self.slot_of(d, &s.key).is_some() {
             return Err(CreateError::Collision);
         }
         let i = match self.free.last() {
             Some(&i) => i,
-            None => self.slots.len() as u32,
+            None => self.used as u32,
         };
-        let placed = self.keys.insert(&self.epochs, d, i as u64);
-        // Moved on a failed insertion too: it can have published a rebuilt bucket array
-        // (the capacity doubled, the key then not placed), which homes taken before miss.
-        self.changes = self.changes.wrapping_add(1);
-        if placed.is_err() {
+        // `len` < `max`, the table's capacity: it has room.
+        if self.keys.insert(d, i).is_err() {
             return Err(CreateError::Full);
         }
         match self.free.pop() {
-            Some(_) => self.slots[i as usize] = s,
-            None => self.slots.push(s),
+            Some(_) => {}
+            None => self.used += 1,
         }
+        self.changes = self.changes.wrapping_add(1);
+        self.slots[i as usize] = s;
         self.stats.created += 1;
         Ok(&mut self.slots[i as usize])
     }
 
-    /// Frees slot `i`. It moves [`Table::changes`] although a free leaves every other
-    /// digest's answer as it was: deliberately conservative (a look-ahead miss is looked
-    /// up again rather than reasoned about; a look-ahead hit needs no stamp, [`Table::at4`]
-    /// compares the slot's key).
+    /// Frees slot `i`. It moves [`Table::changes`] although a free leaves every other key's
+    /// answer as it was: deliberately conservative (a look-ahead miss is looked up again
+    /// rather than reasoned about; a look-ahead hit needs no stamp, [`Table::at4`] compares
+    /// the slot's key).
     fn free_slot(&mut self, i: u32) {
         let s = &self.slots[i as usize];
         if s.is_live() {
             let d = self.digest(&s.key);
             self.slots[i as usize].pk = FREE;
-            self.keys.remove(&self.epochs, d);
+            self.keys.remove(d, i);
             self.free.push(i);
             self.changes = self.changes.wrapping_add(1);
         }
@@ -862,7 +945,7 @@ impl Table {
     /// Frees expired sessions, looking at `budget` slots at most from where the previous
     /// call stopped. Returns how many it freed.
     pub fn expire(&mut self, now: f64, t: &Timeouts, budget: usize) -> usize {
-        let n = self.slots.len();
+        let n = self.used;
         if n == 0 {
             return 0;
         }
@@ -886,7 +969,7 @@ impl Table {
     /// Frees the sessions `f` selects (every one: `clear acl-plugin sessions`).
     pub fn remove_if(&mut self, mut f: impl FnMut(&Session) -> bool) -> usize {
         let mut n = 0;
-        for i in 0..self.slots.len() {
+        for i in 0..self.used {
             let s = &self.slots[i];
             if s.is_live() && f(s) {
                 self.free_slot(i as u32);
@@ -899,7 +982,7 @@ impl Table {
 
     /// The live sessions.
     pub fn iter(&self) -> impl Iterator<Item = &Session> {
-        self.slots.iter().filter(|s| s.is_live())
+        self.slots[..self.used].iter().filter(|s| s.is_live())
     }
 }
 
@@ -1171,6 +1254,28 @@ mod tests {
         assert_eq!(sess(0.0, 17).timeout(&t), 10);
     }
 
+    /// A table whose memory cannot be had refuses sessions as `NoMemory` (not `Full`) and
+    /// tries the allocation again only once a retry interval has passed.
+    #[test]
+    fn failed_allocation_is_remembered() {
+        // More buckets than an address space holds: the allocation fails.
+        let mut tb = Table::new(usize::MAX / 2);
+        assert_eq!(tb.create(sess(0.0, 17)).err(), Some(CreateError::NoMemory));
+        assert_eq!(tb.stats.alloc_failed, 1);
+        // Within the interval: refused without another attempt.
+        assert_eq!(tb.create(sess(0.5, 17)).err(), Some(CreateError::NoMemory));
+        assert_eq!(tb.stats.alloc_failed, 1);
+        // After it: tried (and failed) again.
+        assert_eq!(
+            tb.create(sess(ALLOC_RETRY_SECS, 17)).err(),
+            Some(CreateError::NoMemory)
+        );
+        assert_eq!(
+            (tb.stats.alloc_failed, tb.len(), tb.stats.created),
+            (2, 0, 0)
+        );
+    }
+
     #[test]
     fn expiry_limit_and_reuse() {
         let t = Timeouts {
@@ -1192,7 +1297,7 @@ mod tests {
         tb.create(s3).unwrap();
         assert_eq!(tb.expire(100.0, &t, 10), 2);
         assert!(tb.is_empty());
-        assert_eq!(tb.slots.len(), 2, "slots are reused");
+        assert_eq!(tb.used, 2, "slots are reused");
     }
 
     #[test]
@@ -1227,7 +1332,7 @@ mod tests {
             let (other, _) = SessKey::of(sw_if, v6, proto, (src.0, src.1 + 100), dst);
             assert!(tb.lookup(&other, 1.0, &t).is_none());
         }
-        // A key already there has its digest taken: refused, the table unchanged.
+        // A key already there is refused (in use), the table unchanged.
         let mut s = sess(0.0, keys[5].3);
         s.key = keys[5].0;
         assert_eq!(tb.create(s).err(), Some(CreateError::Collision));
@@ -1275,7 +1380,7 @@ mod tests {
         // A new session reuses a slot and is found both ways.
         let new = tuple(4002).0;
         tb.create(mk(4002)).unwrap();
-        assert_eq!(tb.slots.len(), 2, "a slot is reused");
+        assert_eq!(tb.used, 2, "a slot is reused");
         let i = tb.find(tb.digest4(new.packed().unwrap()));
         let found = tb.at4(i, new.packed().unwrap(), 1.0, &t).map(|s| *s.key());
         assert_eq!(found, Some(new));
@@ -1283,6 +1388,9 @@ mod tests {
         assert_eq!(tb.iter().count(), 1);
     }
 
+    /// Keys sharing a digest (the digests narrowed to 4 bits) both have sessions, found
+    /// by either's lookup whichever is the first candidate, and each expires alone. Before
+    /// the flow table the second key was refused (`Collision`) while the first lived.
     #[test]
     fn two_keys_on_one_digest() {
         let t = Timeouts::default();
@@ -1295,26 +1403,39 @@ mod tests {
             s.init_lo = lo;
             s
         };
-        // Three keys: `a` and `b` share a digest, `c` has another.
+        // Keys `a`, `b`, `e` share a digest, `c` has another.
         let d = |tb: &Table, p: u16| tb.digest(&at(0.0, p).key);
         let a = 1000;
-        let b = (1001..).find(|&p| d(&tb, p) == d(&tb, a)).unwrap();
+        let same: Vec<u16> = (1001..)
+            .filter(|&p| d(&tb, p) == d(&tb, a))
+            .take(2)
+            .collect();
+        let (b, e) = (same[0], same[1]);
         let c = (1001..).find(|&p| d(&tb, p) != d(&tb, a)).unwrap();
         let key = |p: u16| at(0.0, p).key;
         tb.create(at(0.0, a)).unwrap();
         tb.create(at(500.0, c)).unwrap();
-        // `b` finds `a`'s slot by the digest and no session of its own; it gets none.
+        // `b` finds no session of its own (`a`'s is its digest's first candidate) and
+        // gets one beside `a`'s.
         assert!(tb.lookup(&key(b), 1.0, &t).is_none());
-        assert_eq!(tb.create(at(1.0, b)).err(), Some(CreateError::Collision));
-        assert_eq!(tb.len(), 2);
-        assert_eq!(tb.lookup(&key(a), 1.0, &t).map(|s| s.key), Some(key(a)));
-        // `a` expires (600 s idle) and takes only its own entry: `c` stays, `b` may come.
+        tb.create(at(200.0, b)).unwrap();
+        tb.create(at(200.0, e)).unwrap();
+        assert_eq!(tb.len(), 4);
+        for p in [a, b, c, e] {
+            assert_eq!(tb.lookup(&key(p), 3.0, &t).map(|s| s.key), Some(key(p)));
+            // The packed path too, from the first candidate (another key's for `b`, `e`).
+            let pk = key(p).packed().unwrap();
+            let first = tb.find(tb.digest4(pk));
+            assert_eq!(tb.at4(first, pk, 3.0, &t).map(|s| s.key), Some(key(p)));
+        }
+        // The same key twice is refused.
+        assert_eq!(tb.create(at(3.0, b)).err(), Some(CreateError::Collision));
+        // `a` expires (600 s idle) and takes only its own entry: `b`, `e` and `c` stay.
         assert_eq!(tb.expire(700.0, &t, 100), 1);
         assert!(tb.lookup(&key(a), 700.0, &t).is_none());
-        assert_eq!(tb.lookup(&key(c), 700.0, &t).map(|s| s.key), Some(key(c)));
-        tb.create(at(700.0, b)).unwrap();
-        assert_eq!(tb.lookup(&key(b), 701.0, &t).map(|s| s.key), Some(key(b)));
-        assert!(tb.lookup(&key(a), 701.0, &t).is_none());
-        assert_eq!(tb.len(), 2);
+        for p in [b, c, e] {
+            assert_eq!(tb.lookup(&key(p), 700.0, &t).map(|s| s.key), Some(key(p)));
+        }
+        assert_eq!(tb.len(), 3);
     }
 }
