@@ -183,6 +183,23 @@ pub mod rt {
         if m.key == k && m.ver == ver {
             return m.id;
         }
+        chained_miss(tables, a, x, slot, b, k, ver)
+    }
+
+    /// [`chained`] when the memo does not hold: `b`'s lookup, remembered. Out of line and
+    /// cold: a route's packets hit the memo after its first, and the lookup's code (every
+    /// index kind) inlined into the packet loop held registers the hit path needed.
+    #[cold]
+    #[inline(never)]
+    fn chained_miss(
+        tables: &mut [TableRt],
+        a: usize,
+        x: Option<u32>,
+        slot: usize,
+        b: usize,
+        k: u64,
+        ver: u64,
+    ) -> Option<u32> {
         let id = tables.get(b).and_then(|t| t.lookup64(k));
         if let Some(t) = tables.get_mut(a) {
             t.set_memo(x, slot, Memo { key: k, ver, id });

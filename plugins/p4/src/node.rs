@@ -699,9 +699,7 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
         .and_then(|t| t.lpm32())
         .map(|l| (l.len() >= SPLIT_ENTRIES, l.table().clone()))
     {
-        Some((false, l)) => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |_, k| {
-            l.lookup(k as u32)
-        }),
+        Some((false, l)) => prefetched::<G>(cx, ts, sh, frame, nexts, l.entry_prefetch()),
         Some((true, l)) => grouped::<G>(cx, ts, sh, frame, nexts, first, big, |k| l.lookup_x4(k)),
         None => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |ts, k| {
             first
@@ -709,6 +707,56 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
                 .and_then(|t| t.lookup64(k))
         }),
     }
+}
+
+// A DIR-24-8 of fewer than `SPLIT_ENTRIES` routes has fewer records in use than
+// `PREFETCH_RECORDS` (entries share records, never the reverse): [`prefetched`], which
+// runs it, has no record to prefetch.
+const _: () = assert!(SPLIT_ENTRIES <= PREFETCH_RECORDS);
+
+/// [`frame_staged`] on a DIR-24-8 first table of few routes (`pf`: its first level), in one
+/// pass: at packet `i`, the first-level entry of packet `i + STAGE`'s guessed key is
+/// prefetched (as `ip4-input` does for `ip4-lookup`), and packet `i` runs its whole
+/// pipeline (`packet_buf`), whose lookup where the table is applied finds that entry in
+/// cache. Nothing is looked up ahead, so there is no ring of guesses to carry and no guess
+/// to compare with the key the packet computes (a wrong guess only wastes its prefetch).
+#[inline(never)]
+fn prefetched<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+    pf: sluice_fib::ip4::Ip4EntryPrefetch,
+) {
+    let (arena, now, scratch) = begin_frame(cx, frame);
+    let addrs = &scratch.addrs;
+    let mut sent = Sent::default();
+    let ahead = |i: usize| {
+        if let Some(&bi) = frame.get(i) {
+            // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs`
+            // ([`begin_frame`]; `i` is below the frame's length); this view ends before any
+            // other is made.
+            let b = unsafe { arena.buffer_at(addrs, i, bi) };
+            if let Some(k) = G::key_guess_buf(&b) {
+                pf.prefetch(k as u32);
+            }
+        }
+    };
+    for j in 0..STAGE {
+        ahead(j);
+    }
+    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
+        addrs.prefetch(i + STAGE + 2, true);
+        ahead(i + STAGE);
+        // SAFETY: as above; one view at a time.
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+        let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
+        let (o, pe) = G::packet_buf(ts, sh, now, &mut b, rx, len);
+        parse_count(cx, pe);
+        *nx = sent.next(cx, &mut b, o);
+    }
+    end_frame(cx, scratch, sent);
 }
 
 /// [`frame_staged`]'s pass with `look` as the first table's lookup.

@@ -28,7 +28,7 @@
 
 use crate::exact::{Direct, OpenHash};
 use crate::ir::{mask, EntrySpec, Match, MatchKind, Table, PARAMS_MAX};
-use sluice_fib::ip4::{Ip4Lpm, LpmError};
+use sluice_fib::ip4::{Ip4Lpm, Ip4Table, LpmError};
 use sluice_infra::bihash::{Bihash, BihashError};
 use sluice_infra::epoch::Epochs;
 use std::collections::HashMap;
@@ -190,6 +190,10 @@ pub struct TableRt {
     /// The direct array of a table whose index is [`Index::Direct`] (empty otherwise):
     /// outside the enum, so [`TableRt::lookup_direct`] is one bounds check and one load.
     by_key: Direct,
+    /// The shared read side of a table whose index is [`Index::Lpm32`] (None otherwise):
+    /// outside the enum, so [`TableRt::lookup64`] reaches the first level without matching
+    /// on the index kind or going through the writer's box.
+    lpm: Option<std::sync::Arc<Ip4Table>>,
     /// Bumped by every change of the entries: memos of an older version are stale.
     ver: u64,
     /// Per entry id: (packets, bytes) for the direct counter (tables that do not share
@@ -254,6 +258,10 @@ impl TableRt {
         } else {
             Direct::empty()
         };
+        let lpm = match &index {
+            Index::Lpm32(l, _) => Some(l.table().clone()),
+            _ => None,
+        };
         let shared = t.shares_records();
         let (da, ref dp) = t.default;
         let mut me = TableRt {
@@ -266,6 +274,7 @@ impl TableRt {
             shared,
             by_match: HashMap::new(),
             index,
+            lpm,
             default: ActRec::default(),
             pool: Vec::new(),
             pool_w: if resolved {
@@ -770,6 +779,11 @@ impl TableRt {
     /// [`TableRt::lookup`] for keys of at most 64 bits.
     #[inline(always)]
     pub fn lookup64(&self, k: u64) -> Option<u32> {
+        // A DIR-24-8 first, through its read side outside the enum: the staged single node
+        // looks it up here, per packet (`node::prefetched`).
+        if let Some(l) = &self.lpm {
+            return l.lookup(k as u32);
+        }
         match &self.index {
             Index::Direct => self.by_key.get(k),
             Index::Exact(h) => h.get(k),
