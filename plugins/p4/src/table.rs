@@ -191,8 +191,8 @@ pub struct TableRt {
     /// outside the enum, so [`TableRt::lookup_direct`] is one bounds check and one load.
     by_key: Direct,
     /// The shared read side of a table whose index is [`Index::Lpm32`] (None otherwise):
-    /// outside the enum, so [`TableRt::lookup64`] reaches the first level without matching
-    /// on the index kind or going through the writer's box.
+    /// outside the enum, so [`TableRt::lookup_lpm32`] reaches the first level without
+    /// matching on the index kind or going through the writer's box.
     lpm: Option<std::sync::Arc<Ip4Table>>,
     /// Bumped by every change of the entries: memos of an older version are stale.
     ver: u64,
@@ -239,7 +239,8 @@ impl TableRt {
             Index::None
         } else if linear {
             Index::Linear(Vec::new())
-        } else if has_lpm && kinds.len() == 1 && widths[0] == 32 {
+        } else if t.lpm32() {
+            // The generator's test too (`ir::Table::lookup64_fn`).
             Index::Lpm32(Box::new(Ip4Lpm::new()), Epochs::new(1))
         } else if has_lpm && total <= 64 {
             Index::LpmLen(Vec::new(), Epochs::new(1))
@@ -776,17 +777,19 @@ impl TableRt {
         self.by_key.get(k)
     }
 
+    /// [`TableRt::lookup`] of a table whose index is a DIR-24-8 (`ir::Table::lpm32`),
+    /// through its read side outside the enum: no match on the index kind (any other
+    /// table misses every key here). The generated code picks it (`Table::lookup64_fn`)
+    /// rather than `lookup64` testing for it before every lookup of every table: that
+    /// test cost the L2 switch's node 8 instructions a packet (148.9 to 156.9).
+    #[inline(always)]
+    pub fn lookup_lpm32(&self, k: u64) -> Option<u32> {
+        self.lpm.as_ref().and_then(|l| l.lookup(k as u32))
+    }
+
     /// [`TableRt::lookup`] for keys of at most 64 bits.
     #[inline(always)]
     pub fn lookup64(&self, k: u64) -> Option<u32> {
-        // A DIR-24-8 first, through its read side outside the enum: the staged single node
-        // looks it up here, per packet (`node::prefetched`). First, before the exact kinds:
-        // the router's node at 1 route 209.1 instructions a packet, 214.1 checked after
-        // them; it lengthens their lookups (the L2 switch's node: 148.9 before this field,
-        // 156.9 with it checked first, 152.9 after).
-        if let Some(l) = &self.lpm {
-            return l.lookup(k as u32);
-        }
         match &self.index {
             Index::Direct => self.by_key.get(k),
             Index::Exact(h) => h.get(k),
@@ -896,9 +899,9 @@ mod tests {
         Some(r.entries[id as usize].rec)
     }
 
-    /// `Table::shares_records` and `Table::direct_exact` (what `gen::chain_tables` decides
-    /// on) say what the run-time table does, for every index; a keyless table (no entries)
-    /// shares nothing.
+    /// `Table::shares_records`, `Table::direct_exact` and `Table::lpm32` (what the generator
+    /// decides on) say what the run-time table does, for every index; a keyless table (no
+    /// entries) shares nothing.
     #[test]
     fn table_helpers_agree_with_the_index() {
         use MatchKind::*;
@@ -925,10 +928,11 @@ mod tests {
                     t.direct_exact(),
                     "{keys:?}"
                 );
+                assert_eq!(r.lpm32().is_some(), t.lpm32(), "{keys:?}");
             }
         }
         let (t, _) = table(&[]);
-        assert!(!t.shares_records() && !t.direct_exact());
+        assert!(!t.shares_records() && !t.direct_exact() && !t.lpm32());
     }
 
     #[test]
@@ -977,13 +981,15 @@ mod tests {
                 let want = r.lookup(k as u128);
                 assert_eq!(r.lookup64(k), want, "{keys:?}");
                 assert_eq!(want.is_some(), i < 5 && i != 2, "{keys:?} {i}");
-                // Only a direct table answers `lookup_direct`; any other misses there.
+                // Only a direct table answers `lookup_direct`, only a DIR-24-8
+                // `lookup_lpm32`; any other misses there.
                 assert_eq!(r.lookup_direct(k), if direct { want } else { None });
+                assert_eq!(r.lookup_lpm32(k), if lpm { want } else { None });
             }
         }
     }
 
-    /// `lookup64` reads a DIR-24-8 through its read side kept outside the index enum
+    /// `lookup_lpm32` reads a DIR-24-8 through its read side kept outside the index enum
     /// (`TableRt::lpm`): the same table, so it sees every add, delete and clear as
     /// `lookup` does, longer prefixes inside shorter ones included.
     #[test]
@@ -999,20 +1005,23 @@ mod tests {
         let keys = [0x1400_0001u64, 0x1401_0201, 0x1401_0203, 0x1501_0203, 0];
         let check = |r: &TableRt, want: [bool; 5]| {
             for (&k, w) in keys.iter().zip(want) {
+                assert_eq!(r.lookup_lpm32(k), r.lookup(k as u128), "{k:#x}");
                 assert_eq!(r.lookup64(k), r.lookup(k as u128), "{k:#x}");
-                assert_eq!(r.lookup64(k).is_some(), w, "{k:#x}");
+                assert_eq!(r.lookup_lpm32(k).is_some(), w, "{k:#x}");
             }
         };
         check(&r, [true, true, true, false, false]);
-        assert_ne!(r.lookup64(keys[1]), r.lookup64(keys[2]));
+        assert_ne!(r.lookup_lpm32(keys[1]), r.lookup_lpm32(keys[2]));
         r.del(&[Match::Lpm(0x1401_0203, 32)], 0).unwrap();
         check(&r, [true, true, true, false, false]);
-        assert_eq!(r.lookup64(keys[1]), r.lookup64(keys[2]));
+        assert_eq!(r.lookup_lpm32(keys[1]), r.lookup_lpm32(keys[2]));
         r.clear().unwrap();
         check(&r, [false; 5]);
         // Any other index has none.
         let (t, a) = table(&[(MatchKind::Exact, 32)]);
-        assert!(TableRt::new(&t, &a, true).unwrap().lpm.is_none());
+        let r = TableRt::new(&t, &a, true).unwrap();
+        assert!(r.lpm.is_none());
+        assert_eq!(r.lookup_lpm32(0), None);
     }
 
     /// A record's memos are its own (the default's too) and made blank with the record.
