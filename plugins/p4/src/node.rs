@@ -586,12 +586,12 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
 }
 
 /// The set-up of the generated code's loops over a frame ([`frame_generated`],
-/// [`prefetched`], [`pipelined`], [`grouped`]; [`end_frame`] is the tear-down): the arena, the time (ns)
-/// and the thread's scratch holding the frame's buffer addresses, resolved once (a compare
-/// when `ethernet-input` handed this frame on whole: it resolved it there) and checked
-/// there. Two functions rather than one taking the loop as a closure: the loop stays the
-/// one written out in its function (as a closure it compiled to 8 more instructions per
-/// packet in the router's node at 1 route, 223.1 against 215.2).
+/// [`prefetched`], [`pipelined`], [`grouped`]; [`end_frame`] is the tear-down): the arena,
+/// the time (ns) and the thread's scratch holding the frame's buffer addresses, resolved
+/// once (a compare when `ethernet-input` handed this frame on whole: it resolved it there)
+/// and checked there. Two functions rather than one taking the loop as a closure: the loop
+/// stays the one written out in its function (as a closure it compiled to 8 more
+/// instructions per packet in the router's node at 1 route, 223.1 against 215.2).
 #[inline(always)]
 fn begin_frame<'a>(
     cx: &mut Cx<'a>,
@@ -654,7 +654,8 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 }
 
 /// How many packets ahead of the one it runs the staged single node ([`frame_staged`])
-/// guesses the first table's key and looks it up: the lookup's loads have that many
+/// guesses the first table's key and looks it up (for a DIR-24-8 of few routes only
+/// prefetches its first-level entry, [`prefetched`]): the lookup's loads have that many
 /// packets' work to complete in.
 pub const STAGE: usize = 4;
 
@@ -670,8 +671,10 @@ const _: () = assert!(STAGE + 2 < SCRATCH_AHEAD);
 /// Single mode on a program's generated code, in stages, in one pass over the frame: at
 /// packet `i`, the first ingress table's key of packet `i + STAGE` is guessed from its
 /// bytes (`Generated::key_guess_buf`: the key's header fields where the parser puts them)
-/// and looked up, so the lookup's cache misses overlap the packets in between; packet `i`
-/// then runs its whole pipeline on its own guess (`packet_pre_buf`), which it uses when
+/// and looked up (a DIR-24-8 of few routes: its first-level entry only prefetched,
+/// [`prefetched`]), so the lookup's cache misses overlap the packets in between; packet
+/// `i` then runs its whole pipeline on its own guess (`packet_pre_buf`; after a prefetch,
+/// the plain `packet_buf`, whose own lookup finds the entry in cache), which it uses when
 /// the key it computes where the table is applied is the guessed one (a packet the guess
 /// was wrong for, one whose table is not applied, or a short one, costs nothing but the
 /// guess). [`frame_generated`] runs each packet's whole pipeline at once: one chain of
