@@ -183,6 +183,23 @@ pub mod rt {
         if m.key == k && m.ver == ver {
             return m.id;
         }
+        chained_miss(tables, a, x, slot, b, k, ver)
+    }
+
+    /// [`chained`] when the memo does not hold: `b`'s lookup, remembered. Out of line and
+    /// cold: a route's packets hit the memo after its first, and the lookup's code (every
+    /// index kind) inlined into the packet loop held registers the hit path needed.
+    #[cold]
+    #[inline(never)]
+    fn chained_miss(
+        tables: &mut [TableRt],
+        a: usize,
+        x: Option<u32>,
+        slot: usize,
+        b: usize,
+        k: u64,
+        ver: u64,
+    ) -> Option<u32> {
         let id = tables.get(b).and_then(|t| t.lookup64(k));
         if let Some(t) = tables.get_mut(a) {
             t.set_memo(x, slot, Memo { key: k, ver, id });
@@ -790,11 +807,7 @@ impl G<'_> {
             let Some(k) = self.key64(t)? else {
                 return Err(format!("table {} guessed without a 64-bit key", t.name));
             };
-            let f = if t.direct_exact() {
-                "lookup_direct"
-            } else {
-                "lookup64"
-            };
+            let f = t.lookup64_fn();
             self.line(&format!("let k = {k};"));
             self.line(&format!(
                 "let id = match pre {{ Some((g, x)) if g == k => x, _ => t.{f}(k) }};"
@@ -806,12 +819,9 @@ impl G<'_> {
         } else if t.keys.is_empty() {
             self.line("let id: Option<u32> = None;");
         } else if let Some(k) = self.key64(t)? {
-            // A direct array's lookup is one load (`TableRt::lookup_direct`).
-            let f = if t.direct_exact() {
-                "lookup_direct"
-            } else {
-                "lookup64"
-            };
+            // A direct array's lookup is one load (`TableRt::lookup_direct`), a DIR-24-8's
+            // goes to its first level without matching on the index kind.
+            let f = t.lookup64_fn();
             self.line(&format!("let id = t.{f}({k});"));
         } else {
             let keys: Vec<String> = t
@@ -1228,8 +1238,10 @@ fn chain_tables(p: &Program, anchor: Option<u16>) -> Vec<u16> {
 fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
     match ph.pre {
         Some(t) => {
-            let direct = g.p.tables.get(t as usize).is_some_and(|x| x.direct_exact());
-            let f = if direct { "lookup_direct" } else { "lookup64" };
+            let f =
+                g.p.tables
+                    .get(t as usize)
+                    .map_or("lookup64", |x| x.lookup64_fn());
             g.line(&format!(
                 "let id = ts.tables.get({t}).and_then(|t| t.{f}(Self::key{k}(s, d)));"
             ));
@@ -1835,8 +1847,10 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     }
 
     /// A table whose key fits a direct array (`send_frame`: the 9-bit egress port) is
-    /// looked up in it directly, in the bodies and in multi mode's last phase; the others
-    /// (`ipv4_lpm`, `forward`'s hash) through `lookup64`, whose direct array is empty.
+    /// looked up in it directly, in the bodies and in multi mode's last phase; a DIR-24-8
+    /// (`ipv4_lpm`, one 32-bit lpm key) through `lookup_lpm32`, in the whole-pipeline body
+    /// and the guessed one; the others (`forward`'s hash) through `lookup64`, which tests
+    /// for neither (`Table::lookup64_fn`).
     #[test]
     fn direct_array_tables_use_lookup_direct() {
         let src = super::rust(&example("router.p4"), "router", "router.p4").expect("generates");
@@ -1844,7 +1858,15 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         assert_eq!(src.matches("t.lookup_direct(Self::key2(s, d))").count(), 1);
         assert_eq!(src.matches("lookup_direct").count(), 3);
         assert!(!src.contains("t.lookup64((s.m3))"));
-        assert!(src.contains("t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30,"));
+        let dst = "(rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff))";
+        assert_eq!(src.matches(&format!("t.lookup_lpm32({dst})")).count(), 1);
+        assert!(src.contains("_ => t.lookup_lpm32(k) };"), "{src}");
+        assert_eq!(src.matches("lookup_lpm32").count(), 2);
+        assert!(!src.contains(&format!("t.lookup64({dst})")));
+        // A table of no DIR-24-8 or direct array keeps `lookup64` (the L2 switch's MACs).
+        let l2 = super::rust(&example("l2switch.p4"), "l2switch", "l2switch.p4").unwrap();
+        assert!(l2.contains("t.lookup64("), "{l2}");
+        assert!(!l2.contains("lookup_lpm32"));
     }
 
     /// A key reading a validity bit the phase sets before the table is not looked up

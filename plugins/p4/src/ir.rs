@@ -420,6 +420,27 @@ impl Table {
             && self.keys.iter().all(|k| k.kind == MatchKind::Exact)
             && crate::exact::is_direct(self.key_bits())
     }
+
+    /// Whether the table's index is a DIR-24-8 (`fib::ip4::Ip4Lpm`): one lpm key of 32
+    /// bits, read by `table::TableRt::lookup_lpm32`. Both `table::TableRt::new` and the
+    /// generator decide by it.
+    pub fn lpm32(&self) -> bool {
+        matches!(self.keys.as_slice(), [k] if k.kind == MatchKind::Lpm && k.width == 32)
+    }
+
+    /// The `table::TableRt` method the generated code looks a key of at most 64 bits up
+    /// with: `lookup_direct` for a direct array ([`Table::direct_exact`]), `lookup_lpm32`
+    /// for a DIR-24-8 ([`Table::lpm32`]), `lookup64` (which matches on the index kind)
+    /// for the others. The one rule of the generator's lookup sites.
+    pub fn lookup64_fn(&self) -> &'static str {
+        if self.direct_exact() {
+            "lookup_direct"
+        } else if self.lpm32() {
+            "lookup_lpm32"
+        } else {
+            "lookup64"
+        }
+    }
 }
 
 /// An action.

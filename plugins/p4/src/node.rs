@@ -25,7 +25,8 @@
 //! key from the packet's bytes and looks it up, and each packet's pipeline uses the guess
 //! when it was right (a DIR-24-8 of at least [`SPLIT_ENTRIES`] routes: in two passes over
 //! each group of [`GROUP`] packets, the group's guesses looked up four at a time before
-//! any packet runs); `show p4 program` counts those frames on its `staged:` line.
+//! any packet runs; a DIR-24-8 of fewer: only the guess's first-level entry prefetched,
+//! [`prefetched`]); `show p4 program` counts those frames on its `staged:` line.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
@@ -585,12 +586,12 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
 }
 
 /// The set-up of the generated code's loops over a frame ([`frame_generated`],
-/// [`pipelined`], [`grouped`]; [`end_frame`] is the tear-down): the arena, the time (ns)
-/// and the thread's scratch holding the frame's buffer addresses, resolved once (a compare
-/// when `ethernet-input` handed this frame on whole: it resolved it there) and checked
-/// there. Two functions rather than one taking the loop as a closure: the loop stays the
-/// one written out in its function (as a closure it compiled to 8 more instructions per
-/// packet in the router's node at 1 route, 223.1 against 215.2).
+/// [`prefetched`], [`pipelined`], [`grouped`]; [`end_frame`] is the tear-down): the arena,
+/// the time (ns) and the thread's scratch holding the frame's buffer addresses, resolved
+/// once (a compare when `ethernet-input` handed this frame on whole: it resolved it there)
+/// and checked there. Two functions rather than one taking the loop as a closure: the loop
+/// stays the one written out in its function (as a closure it compiled to 8 more
+/// instructions per packet in the router's node at 1 route, 223.1 against 215.2).
 #[inline(always)]
 fn begin_frame<'a>(
     cx: &mut Cx<'a>,
@@ -653,7 +654,8 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 }
 
 /// How many packets ahead of the one it runs the staged single node ([`frame_staged`])
-/// guesses the first table's key and looks it up: the lookup's loads have that many
+/// guesses the first table's key and looks it up (for a DIR-24-8 of few routes only
+/// prefetches its first-level entry, [`prefetched`]): the lookup's loads have that many
 /// packets' work to complete in.
 pub const STAGE: usize = 4;
 
@@ -669,8 +671,10 @@ const _: () = assert!(STAGE + 2 < SCRATCH_AHEAD);
 /// Single mode on a program's generated code, in stages, in one pass over the frame: at
 /// packet `i`, the first ingress table's key of packet `i + STAGE` is guessed from its
 /// bytes (`Generated::key_guess_buf`: the key's header fields where the parser puts them)
-/// and looked up, so the lookup's cache misses overlap the packets in between; packet `i`
-/// then runs its whole pipeline on its own guess (`packet_pre_buf`), which it uses when
+/// and looked up (a DIR-24-8 of few routes: its first-level entry only prefetched,
+/// [`prefetched`]), so the lookup's cache misses overlap the packets in between; packet
+/// `i` then runs its whole pipeline on its own guess (`packet_pre_buf`; after a prefetch,
+/// the plain `packet_buf`, whose own lookup finds the entry in cache), which it uses when
 /// the key it computes where the table is applied is the guessed one (a packet the guess
 /// was wrong for, one whose table is not applied, or a short one, costs nothing but the
 /// guess). [`frame_generated`] runs each packet's whole pipeline at once: one chain of
@@ -694,14 +698,14 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     // A DIR-24-8 of many routes misses its first level too, and a lookup `STAGE` packets
     // ahead is a chain of dependent misses: such a table is looked up a group of
     // `GROUP` packets at a time, four lookups interleaved ([`grouped`]); with few routes
-    // the lines stay in cache and the one pass costs less.
+    // the one pass only prefetches the first-level entry ahead ([`prefetched`]: 209.1
+    // instructions a packet in the router's node at 1 route, against 215.2 looking it up
+    // ahead and carrying the result to the packet).
     match table
         .and_then(|t| t.lpm32())
         .map(|l| (l.len() >= SPLIT_ENTRIES, l.table().clone()))
     {
-        Some((false, l)) => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |_, k| {
-            l.lookup(k as u32)
-        }),
+        Some((false, l)) => prefetched::<G>(cx, ts, sh, frame, nexts, l.entry_prefetch()),
         Some((true, l)) => grouped::<G>(cx, ts, sh, frame, nexts, first, big, |k| l.lookup_x4(k)),
         None => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |ts, k| {
             first
@@ -709,6 +713,56 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
                 .and_then(|t| t.lookup64(k))
         }),
     }
+}
+
+// A DIR-24-8 of fewer than `SPLIT_ENTRIES` routes has fewer records in use than
+// `PREFETCH_RECORDS` (entries share records, never the reverse): [`prefetched`], which
+// runs it, has no record to prefetch.
+const _: () = assert!(SPLIT_ENTRIES <= PREFETCH_RECORDS);
+
+/// [`frame_staged`] on a DIR-24-8 first table of few routes (`pf`: its first level), in one
+/// pass: at packet `i`, the first-level entry of packet `i + STAGE`'s guessed key is
+/// prefetched (as `ip4-input` does for `ip4-lookup`), and packet `i` runs its whole
+/// pipeline (`packet_buf`), whose lookup where the table is applied finds that entry in
+/// cache. Nothing is looked up ahead, so there is no ring of guesses to carry and no guess
+/// to compare with the key the packet computes (a wrong guess only wastes its prefetch).
+#[inline(never)]
+fn prefetched<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+    pf: sluice_fib::ip4::Ip4EntryPrefetch,
+) {
+    let (arena, now, scratch) = begin_frame(cx, frame);
+    let addrs = &scratch.addrs;
+    let mut sent = Sent::default();
+    let ahead = |i: usize| {
+        if let Some(&bi) = frame.get(i) {
+            // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs`
+            // ([`begin_frame`]; `i` is below the frame's length); this view ends before any
+            // other is made.
+            let b = unsafe { arena.buffer_at(addrs, i, bi) };
+            if let Some(k) = G::key_guess_buf(&b) {
+                pf.prefetch(k as u32);
+            }
+        }
+    };
+    for j in 0..STAGE {
+        ahead(j);
+    }
+    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
+        addrs.prefetch(i + STAGE + 2, true);
+        ahead(i + STAGE);
+        // SAFETY: as above; one view at a time.
+        let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+        let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
+        let (o, pe) = G::packet_buf(ts, sh, now, &mut b, rx, len);
+        parse_count(cx, pe);
+        *nx = sent.next(cx, &mut b, o);
+    }
+    end_frame(cx, scratch, sent);
 }
 
 /// [`frame_staged`]'s pass with `look` as the first table's lookup.

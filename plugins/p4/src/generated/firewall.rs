@@ -142,7 +142,7 @@ impl Prog {
                         } else {
                             { // table fib
                                 let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
-                                let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
+                                let id = t.lookup_lpm32((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
                                 let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                                 let act = e.action;
                                 match act {
@@ -247,7 +247,7 @@ impl Prog {
                         } else {
                             { // table fib
                                 let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
-                                let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
+                                let id = t.lookup_lpm32((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
                                 let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                                 let act = e.action;
                                 match act {

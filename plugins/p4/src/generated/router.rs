@@ -226,7 +226,7 @@ impl Prog {
             if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
                 { // table ipv4_lpm
                     let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
-                    let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
+                    let id = t.lookup_lpm32((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
                     c0 = id;
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     c0m = e.memo;
@@ -325,7 +325,7 @@ impl Prog {
                 { // table ipv4_lpm
                     let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                     let k = (rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff));
-                    let id = match pre { Some((g, x)) if g == k => x, _ => t.lookup64(k) };
+                    let id = match pre { Some((g, x)) if g == k => x, _ => t.lookup_lpm32(k) };
                     c0 = id;
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     c0m = e.memo;
