@@ -245,7 +245,76 @@ fn a_packet_too_long_for_a_chain_is_counted_apart_and_the_rest_sent_in_order() {
         .into_iter()
         .map(|p| p.data)
         .collect();
+    let bytes = (a.len() + b.len() + c.len()) as u64;
     assert_eq!(got, [a, b, c]);
     t.assert_counters(&[("too_long", 1)]);
+    // The dropped packet's bytes are not counted as received.
+    assert_eq!(pg0_rx(&mut t), (3, bytes));
+    t.assert_no_leaks();
+}
+
+/// pg0's `rx packets` and `rx bytes`.
+fn pg0_rx(t: &mut NodeTest) -> (u64, u64) {
+    use sluice_vnet::interface::counter;
+    let pg0 = t.sw_if("pg0");
+    let ifs = t.h.vm.ext_mut::<sluice_vnet::Interfaces>();
+    let c = &ifs.get(sluice_vnet::SwIfIndex(pg0)).expect("pg0").counters;
+    (c.total(counter::RX_PACKETS), c.total(counter::RX_BYTES))
+}
+
+/// A pcap shorter than a frame and not dividing it, replayed over several frames: every
+/// burst wraps it at another packet. The packets go out in the pcap's order whatever the
+/// burst they fall in, and pg0's `rx bytes` is theirs exactly (pg-input takes a burst's
+/// bytes from the pcap's prefix sums, per run of consecutive pcap packets).
+#[test]
+fn a_pcap_wrapping_inside_bursts_goes_out_in_order_and_counts_its_bytes() {
+    let mut t = NodeTest::new("pg-input");
+    t.cli(
+        "create packet-generator interface pg0
+         set interface state pg0 up",
+    );
+    // Seven lengths (short, at the inline copy's edges, past it), each packet its own bytes.
+    let lens = [14usize, 60, 64, 127, 128, 129, 300];
+    let pkts: Vec<Vec<u8>> = lens
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| (0..n).map(|j| (k * 31 + j) as u8).collect())
+        .collect();
+    // Bursts of 100 (`maxframe`): 100 = 14 * 7 + 2, so each burst starts elsewhere in the
+    // pcap; 250 packets end inside a burst and inside the pcap.
+    let limit = 250;
+    let def = sluice_vnet::pg::stream::StreamDef {
+        name: "wrap".into(),
+        interface: Some("pg0".into()),
+        node: Some("ethernet-input".into()),
+        limit: Some(limit as u64),
+        rate: None,
+        maxframe: 100,
+        worker: None,
+        source: sluice_vnet::pg::stream::Source::Pcap(std::sync::Arc::new(pkts.clone())),
+        tx_interface: None,
+    };
+    sluice_vnet::pg::add_stream(&mut t.h.vm, def).unwrap_or_else(|e| panic!("{e}"));
+    t.capture("ethernet-input");
+    t.cli("packet-generator enable");
+    run_until(&mut t, "the stream", |t| {
+        t.arc("ethernet-input").len() >= limit
+    });
+    for _ in 0..10 {
+        t.vm.main.run_once();
+    }
+    let got: Vec<_> = t
+        .arc("ethernet-input")
+        .into_iter()
+        .map(|p| p.data)
+        .collect();
+    let want: Vec<_> = pkts.iter().cycle().take(limit).cloned().collect();
+    assert_eq!(got.len(), limit);
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "packet {k}");
+    }
+    let bytes: usize = want.iter().map(Vec::len).sum();
+    assert_eq!(pg0_rx(&mut t), (limit as u64, bytes as u64));
+    t.assert_counters(&[]);
     t.assert_no_leaks();
 }
