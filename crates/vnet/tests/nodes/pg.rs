@@ -24,6 +24,41 @@ fn run_stream(t: &mut NodeTest, limit: usize, extra: &str) {
     run_until(t, "the stream", |t| t.arc("ethernet-input").len() >= limit);
 }
 
+/// Replays `pkts` from pg0 into ethernet-input (`limit` packets in bursts of `maxframe`),
+/// runs the dispatcher until `expect` of them are there and a little longer (bounded, not
+/// a speed check), and returns the bytes of what arrived.
+fn replay_pcap(
+    t: &mut NodeTest,
+    name: &str,
+    pkts: Vec<Vec<u8>>,
+    limit: usize,
+    maxframe: usize,
+    expect: usize,
+) -> Vec<Vec<u8>> {
+    let def = sluice_vnet::pg::stream::StreamDef {
+        name: name.into(),
+        interface: Some("pg0".into()),
+        node: Some("ethernet-input".into()),
+        limit: Some(limit as u64),
+        rate: None,
+        maxframe,
+        worker: None,
+        source: sluice_vnet::pg::stream::Source::Pcap(std::sync::Arc::new(pkts)),
+        tx_interface: None,
+    };
+    sluice_vnet::pg::add_stream(&mut t.h.vm, def).unwrap_or_else(|e| panic!("{e}"));
+    t.capture("ethernet-input");
+    t.cli("packet-generator enable");
+    run_until(t, "the stream", |t| t.arc("ethernet-input").len() >= expect);
+    for _ in 0..10 {
+        t.vm.main.run_once();
+    }
+    t.arc("ethernet-input")
+        .into_iter()
+        .map(|p| p.data)
+        .collect()
+}
+
 #[test]
 fn pg_input_sends_a_limited_stream_to_its_node() {
     let mut t = NodeTest::new("pg-input");
@@ -222,29 +257,7 @@ fn a_packet_too_long_for_a_chain_is_counted_apart_and_the_rest_sent_in_order() {
     let b = vec![0x22; per + 100]; // a chain of two: fits
     let c = vec![0x33; 70];
     let pkts = vec![a.clone(), long, b.clone(), c.clone()];
-    let def = sluice_vnet::pg::stream::StreamDef {
-        name: "too-long".into(),
-        interface: Some("pg0".into()),
-        node: Some("ethernet-input".into()),
-        limit: Some(4),
-        rate: None,
-        maxframe: sluice_vnet::pg::FRAME,
-        worker: None,
-        source: sluice_vnet::pg::stream::Source::Pcap(std::sync::Arc::new(pkts)),
-        tx_interface: None,
-    };
-    sluice_vnet::pg::add_stream(&mut t.h.vm, def).unwrap_or_else(|e| panic!("{e}"));
-    t.capture("ethernet-input");
-    t.cli("packet-generator enable");
-    run_until(&mut t, "the stream", |t| t.arc("ethernet-input").len() >= 3);
-    for _ in 0..10 {
-        t.vm.main.run_once();
-    }
-    let got: Vec<_> = t
-        .arc("ethernet-input")
-        .into_iter()
-        .map(|p| p.data)
-        .collect();
+    let got = replay_pcap(&mut t, "too-long", pkts, 4, sluice_vnet::pg::FRAME, 3);
     let bytes = (a.len() + b.len() + c.len()) as u64;
     assert_eq!(got, [a, b, c]);
     t.assert_counters(&[("too_long", 1)]);
@@ -283,31 +296,7 @@ fn a_pcap_wrapping_inside_bursts_goes_out_in_order_and_counts_its_bytes() {
     // Bursts of 100 (`maxframe`): 100 = 14 * 7 + 2, so each burst starts elsewhere in the
     // pcap; 250 packets end inside a burst and inside the pcap.
     let limit = 250;
-    let def = sluice_vnet::pg::stream::StreamDef {
-        name: "wrap".into(),
-        interface: Some("pg0".into()),
-        node: Some("ethernet-input".into()),
-        limit: Some(limit as u64),
-        rate: None,
-        maxframe: 100,
-        worker: None,
-        source: sluice_vnet::pg::stream::Source::Pcap(std::sync::Arc::new(pkts.clone())),
-        tx_interface: None,
-    };
-    sluice_vnet::pg::add_stream(&mut t.h.vm, def).unwrap_or_else(|e| panic!("{e}"));
-    t.capture("ethernet-input");
-    t.cli("packet-generator enable");
-    run_until(&mut t, "the stream", |t| {
-        t.arc("ethernet-input").len() >= limit
-    });
-    for _ in 0..10 {
-        t.vm.main.run_once();
-    }
-    let got: Vec<_> = t
-        .arc("ethernet-input")
-        .into_iter()
-        .map(|p| p.data)
-        .collect();
+    let got = replay_pcap(&mut t, "wrap", pkts.clone(), limit, 100, limit);
     let want: Vec<_> = pkts.iter().cycle().take(limit).cloned().collect();
     assert_eq!(got.len(), limit);
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
