@@ -294,7 +294,7 @@ fn pg0_rx(t: &mut NodeTest) -> (u64, u64) {
 }
 
 /// A pcap shorter than a frame and not dividing it, replayed over several frames: every
-/// burst wraps it at another packet. The packets go out in the pcap's order whatever the
+/// burst starts at another packet of it. The packets go out in the pcap's order whatever the
 /// burst they fall in, and pg0's `rx bytes` is theirs exactly (pg-input takes a burst's
 /// bytes from the pcap's prefix sums, per run of consecutive pcap packets).
 #[test]
@@ -312,8 +312,9 @@ fn a_pcap_wrapping_inside_bursts_goes_out_in_order_and_counts_its_bytes() {
         .map(|(k, &n)| (0..n).map(|j| (k * 31 + j) as u8).collect())
         .collect();
     // Bursts of 100 (`maxframe`): 100 = 14 * 7 + 2, so each burst starts elsewhere in the
-    // pcap; 250 packets end inside a burst and inside the pcap.
-    let limit = 250;
+    // pcap. pg-input replays it as 37 copies (259 packets, `replay_source`), which the third
+    // burst wraps; 450 packets end inside a burst and inside the pcap.
+    let limit = 450;
     let got = replay_pcap(&mut t, "wrap", pkts.clone(), limit, 100, limit);
     let want: Vec<_> = pkts.iter().cycle().take(limit).cloned().collect();
     assert_eq!(got.len(), limit);
@@ -329,39 +330,44 @@ fn a_pcap_wrapping_inside_bursts_goes_out_in_order_and_counts_its_bytes() {
 /// A packet dropped (`too_long`) in every run of a burst that wraps the pcap several times,
 /// at another place of the burst each time: the others go out in order, and `rx bytes`
 /// leaves out exactly the dropped ones (pg-input subtracts a dropped packet from its run's
-/// prefix-sum bytes, in whichever run it falls).
+/// prefix-sum bytes, in whichever run it falls). Twice: a 3-packet pcap (replayed as copies
+/// of itself, a frame long) in bursts of 8, and a 33-packet one (replayed as is) in bursts
+/// of 100, four runs a burst.
 #[test]
 fn a_packet_dropped_inside_a_wrapped_burst_leaves_the_rest_in_order_and_bytes_exact() {
-    let mut t = NodeTest::new("pg-input");
-    t.cli(
-        "create packet-generator interface pg0
-         set interface state pg0 up",
-    );
-    let per = t.vm.pool.data_size();
-    let long = vec![0x5a; per * (1 + sluice_buffer::ALLOC_WITH_MAX_BUFFERS) + 1];
-    let a = vec![0x11; 60];
-    let b = vec![0x22; per + 100]; // a chain of two: fits
-    let pkts = vec![a.clone(), long, b.clone()];
-    // Bursts of 8 over a pcap of 3: runs of 3, 3, 2, then 1, 3, 3, 1 (the second burst
-    // starts at `b`); the long packet falls in the burst's first, second and third runs.
-    let limit = 16;
-    let want: Vec<Vec<u8>> = [a, Vec::new(), b]
-        .iter()
-        .cycle()
-        .take(limit)
-        .filter(|p| !p.is_empty())
-        .cloned()
-        .collect();
-    assert_eq!(want.len(), 11);
-    let got = replay_pcap(&mut t, "wrap-drop", pkts, limit, 8, want.len());
-    assert_eq!(got.len(), want.len());
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(g, w, "packet {k}");
+    for (reps, maxframe, limit) in [(1, 8, 16), (11, 100, 250)] {
+        let mut t = NodeTest::new("pg-input");
+        t.cli(
+            "create packet-generator interface pg0
+             set interface state pg0 up",
+        );
+        let per = t.vm.pool.data_size();
+        let long = vec![0x5a; per * (1 + sluice_buffer::ALLOC_WITH_MAX_BUFFERS) + 1];
+        let a = vec![0x11; 60];
+        let b = vec![0x22; per + 100]; // a chain of two: fits
+        let pkts: Vec<Vec<u8>> = [a.clone(), long, b.clone()]
+            .iter()
+            .cycle()
+            .take(3 * reps)
+            .cloned()
+            .collect();
+        let want: Vec<Vec<u8>> = [a, Vec::new(), b]
+            .iter()
+            .cycle()
+            .take(limit)
+            .filter(|p| !p.is_empty())
+            .cloned()
+            .collect();
+        let got = replay_pcap(&mut t, "wrap-drop", pkts, limit, maxframe, want.len());
+        assert_eq!(got.len(), want.len(), "pcap of {}", 3 * reps);
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "pcap of {}: packet {k}", 3 * reps);
+        }
+        t.assert_counters(&[("too_long", (limit - want.len()) as u64)]);
+        let bytes: usize = want.iter().map(Vec::len).sum();
+        assert_eq!(pg0_rx(&mut t), (want.len() as u64, bytes as u64));
+        t.assert_no_leaks();
     }
-    t.assert_counters(&[("too_long", 5)]);
-    let bytes: usize = want.iter().map(Vec::len).sum();
-    assert_eq!(pg0_rx(&mut t), (want.len() as u64, bytes as u64));
-    t.assert_no_leaks();
 }
 
 /// Two pcap streams on one thread: pg-input resolves each burst into the same frame
