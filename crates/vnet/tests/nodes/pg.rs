@@ -260,19 +260,30 @@ fn a_long_packet_without_buffers_for_its_tail_is_dropped_not_sent_cut() {
     t.assert_no_leaks();
 }
 
-/// A pcap packet longer than one buffer chain holds is dropped as `too_long` (not
-/// `alloc_fail`: the pool has buffers), and the packets around it go out in order.
-#[test]
-fn a_packet_too_long_for_a_chain_is_counted_apart_and_the_rest_sent_in_order() {
+/// A pg-input test with pg0 created and up.
+fn pg0_test() -> NodeTest {
     let mut t = NodeTest::new("pg-input");
     t.cli(
         "create packet-generator interface pg0
          set interface state pg0 up",
     );
+    t
+}
+
+/// Three pcap packets: one in a buffer, one longer than a buffer chain holds (`too_long`),
+/// one in a chain of two.
+fn fits_too_long_fits(t: &NodeTest) -> [Vec<u8>; 3] {
     let per = t.vm.pool.data_size();
     let long = vec![0x5a; per * (1 + sluice_buffer::ALLOC_WITH_MAX_BUFFERS) + 1];
-    let a = vec![0x11; 60];
-    let b = vec![0x22; per + 100]; // a chain of two: fits
+    [vec![0x11; 60], long, vec![0x22; per + 100]]
+}
+
+/// A pcap packet longer than one buffer chain holds is dropped as `too_long` (not
+/// `alloc_fail`: the pool has buffers), and the packets around it go out in order.
+#[test]
+fn a_packet_too_long_for_a_chain_is_counted_apart_and_the_rest_sent_in_order() {
+    let mut t = pg0_test();
+    let [a, long, b] = fits_too_long_fits(&t);
     let c = vec![0x33; 70];
     let pkts = vec![a.clone(), long, b.clone(), c.clone()];
     let got = replay_pcap(&mut t, "too-long", pkts, 4, sluice_vnet::pg::FRAME, 3);
@@ -336,15 +347,8 @@ fn a_pcap_wrapping_inside_bursts_goes_out_in_order_and_counts_its_bytes() {
 #[test]
 fn a_packet_dropped_inside_a_wrapped_burst_leaves_the_rest_in_order_and_bytes_exact() {
     for (reps, maxframe, limit) in [(1, 8, 16), (11, 100, 250)] {
-        let mut t = NodeTest::new("pg-input");
-        t.cli(
-            "create packet-generator interface pg0
-             set interface state pg0 up",
-        );
-        let per = t.vm.pool.data_size();
-        let long = vec![0x5a; per * (1 + sluice_buffer::ALLOC_WITH_MAX_BUFFERS) + 1];
-        let a = vec![0x11; 60];
-        let b = vec![0x22; per + 100]; // a chain of two: fits
+        let mut t = pg0_test();
+        let [a, long, b] = fits_too_long_fits(&t);
         let pkts: Vec<Vec<u8>> = [a.clone(), long, b.clone()]
             .iter()
             .cycle()
@@ -376,11 +380,7 @@ fn a_packet_dropped_inside_a_wrapped_burst_leaves_the_rest_in_order_and_bytes_ex
 /// other burst's addresses.
 #[test]
 fn two_pcap_streams_on_one_thread_each_go_out_whole_and_in_order() {
-    let mut t = NodeTest::new("pg-input");
-    t.cli(
-        "create packet-generator interface pg0
-         set interface state pg0 up",
-    );
+    let mut t = pg0_test();
     // First byte: the stream (0xa0 / 0xb0) and the packet's place in its pcap.
     let pcap = |tag: u8, lens: &[usize]| -> Vec<Vec<u8>> {
         lens.iter()
