@@ -292,7 +292,11 @@ pub(crate) fn keep_routes(o: &Opts, file: &str, routes: impl Iterator<Item = Str
 pub(crate) fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
     let f = std::fs::File::create(path).expect("pcap file");
     let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap writer");
-    for fr in frames {
+    // SLUICE_BENCH_PCAP_PACKETS=<n>: only the first n frames (a short pcap, as the pg and
+    // Python tests replay: pg-input's burst then wraps around the pcap many times).
+    let n =
+        env_usize("SLUICE_BENCH_PCAP_PACKETS").map_or(frames.len(), |n| n.clamp(1, frames.len()));
+    for fr in &frames[..n] {
         w.write_packet(&pcap_file::pcap::PcapPacket::new(
             std::time::Duration::ZERO,
             fr.len() as u32,

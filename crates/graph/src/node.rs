@@ -261,20 +261,14 @@ impl Default for FrameScratch {
 impl<N: PacketNode> NodeFn for PerPacket<N> {
     #[inline]
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let arena = cx.arena();
-        // A frame is at most FRAME_SIZE packets (the dispatcher's contract): the `min` lets
-        // the compiler drop the bound checks, and debug builds check it is not cutting.
-        debug_assert!(frame.len() <= crate::FRAME_SIZE, "frame of {}", frame.len());
-        let n = frame.len().min(crate::FRAME_SIZE);
-        let frame = &frame[..n];
-        let mut s = cx.take_frame_scratch();
-        let FrameScratch { addrs, nexts } = &mut *s;
         // One pass resolves the frame's addresses (and checks its indices), unless the
         // node before left this frame's there: the loop below loads two addresses per
         // packet and two per prefetch instead of computing them from the arena's layout.
         // (`SCRATCH_AHEAD` after the frame, not only `PREFETCH_AHEAD`: what every node of
         // the thread asks for, so that the next node finds them whatever its distance.)
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let (arena, frame, mut s) = cx.resolve_frame(frame);
+        let n = frame.len();
+        let FrameScratch { addrs, nexts } = &mut *s;
         self.node.begin_frame(cx);
         let addrs = &*addrs;
         for (i, (next, &bi)) in nexts[..n].iter_mut().zip(frame).enumerate() {

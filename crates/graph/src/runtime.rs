@@ -6,7 +6,9 @@
 //! called with at most [`FRAME_SIZE`] of them at a time.
 
 use crate::handoff::HandoffQueue;
-use crate::node::{FrameScratch, Next, NodeFn, NodeIndex, NodeKind, Suspend, TraceRecord, Wake};
+use crate::node::{
+    FrameScratch, Next, NodeFn, NodeIndex, NodeKind, Suspend, TraceRecord, Wake, SCRATCH_AHEAD,
+};
 use crate::pcap::PcapTrace;
 use crate::registry::{NodeSnapshot, Registry};
 use crate::stats::NodeStats;
@@ -187,6 +189,27 @@ impl<'a> Cx<'a> {
             "frame scratch taken while already held (not given back?)"
         );
         self.st.frame_scratch.take().unwrap_or_default()
+    }
+
+    /// A node's frame prologue: the frame cut to [`FRAME_SIZE`] (the dispatcher's contract,
+    /// which debug builds check; the cut lets the compiler drop the per-packet loop's bound
+    /// checks), the thread's frame scratch ([`Cx::take_frame_scratch`], to give back with
+    /// [`Cx::put_frame_scratch`]) and the frame's addresses resolved into it, with
+    /// [`SCRATCH_AHEAD`] entries after it as every node asks, so that the next node keeps
+    /// those of a frame handed on whole ([`Arena::resolve`]; panics on an index outside the
+    /// arena). Returns the arena, the frame and the scratch.
+    #[inline(always)]
+    #[track_caller]
+    pub fn resolve_frame<'f>(
+        &mut self,
+        frame: &'f [BufIdx],
+    ) -> (Arena<'a>, &'f [BufIdx], Box<FrameScratch>) {
+        let arena = self.arena();
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
+        let frame = &frame[..frame.len().min(FRAME_SIZE)];
+        let mut s = self.take_frame_scratch();
+        arena.resolve(frame, SCRATCH_AHEAD, &mut s.addrs);
+        (arena, frame, s)
     }
 
     /// Gives back the scratch of [`Cx::take_frame_scratch`].

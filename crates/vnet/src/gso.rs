@@ -47,10 +47,7 @@
 use crate::feature::{ArcDef, ArcKey, FeatureNext, FeatureRegistry};
 use crate::offload::{segment_chain, SegmentError, MAX_SEGMENTS};
 use sluice_buffer::{flags, BufIdx, BufferHeader};
-use sluice_graph::{
-    Cx, FrameScratch, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE,
-    SCRATCH_AHEAD,
-};
+use sluice_graph::{Cx, FrameScratch, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -133,15 +130,12 @@ impl GsoSegment {
         key: ArcKey,
         at_l3: bool,
     ) {
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
         if frame.is_empty() {
             return;
         }
-        let arena = cx.arena();
-        let mut s = cx.take_frame_scratch();
+        let (arena, frame, mut s) = cx.resolve_frame(frame);
+        let n = frame.len();
         let FrameScratch { addrs, nexts } = &mut *s;
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
         let hdr = |i: usize| {
             // SAFETY: this node owns the frame's buffers; `addrs` was resolved from `frame`
             // above; short-lived header access, one buffer at a time.

@@ -97,13 +97,9 @@ pub(crate) fn fast_frame<S, F>(
     S: PacketNode,
     F: FnMut(&mut Buffer<'_>) -> bool,
 {
-    let arena = cx.arena();
-    debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
-    let n = frame.len().min(FRAME_SIZE);
-    let frame = &frame[..n];
-    let mut s = cx.take_frame_scratch();
+    let (arena, frame, mut s) = cx.resolve_frame(frame);
+    let n = frame.len();
     let FrameScratch { addrs, nexts } = &mut *s;
-    arena.resolve(frame, SCRATCH_AHEAD, addrs);
     let addrs = &*addrs;
     // The per-packet loop's first packet: 0 with features on the arc.
     let mut start = 0;

@@ -1291,7 +1291,10 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         }
         // The thread's frame scratch: a frame ip4-input handed on whole is resolved there
         // already (`Arena::resolve` keeps it), and resolved with `SCRATCH_AHEAD` as every
-        // node asks, so the next node keeps the one this node hands on whole.
+        // node asks, so the next node keeps the one this node hands on whole. Open-coded
+        // rather than `Cx::resolve_frame` on purpose: this node drops and counts the packets
+        // past FRAME_SIZE (above) where `resolve_frame` only cuts them (debug-asserted), and
+        // it takes the scratch only after its per-thread state is found.
         let mut sc = cx.take_frame_scratch();
         arena.resolve(frame, SCRATCH_AHEAD, &mut sc.addrs);
         let guard = lock(slot);

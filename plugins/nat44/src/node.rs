@@ -59,7 +59,7 @@ use crate::session::{
 use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
-use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE, SCRATCH_AHEAD};
+use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::feature::{ArcRun, FeatureNext};
 use sluice_vnet::ip4::Ip4Shared;
 use sluice_vnet::ip_family::FibRead;
@@ -705,16 +705,13 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>, pre: Option<Parsed>) -> 
 
 impl NodeFn for NatNode {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let arena = cx.arena();
         let me = cx.thread();
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
         // The thread's frame scratch: the frame's buffer addresses (kept from the node
         // before when it handed this frame on whole: one compare, no address computation)
         // and each packet's next arc.
-        let mut scratch = cx.take_frame_scratch();
+        let (arena, frame, mut scratch) = cx.resolve_frame(frame);
+        let n = frame.len();
         let FrameScratch { addrs, nexts } = &mut *scratch;
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
         let addrs = &*addrs;
         let NatNode {
             out,

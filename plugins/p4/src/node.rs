@@ -1009,14 +1009,10 @@ fn seg_pass<G: crate::gen::rt::Generated>(
     next: Option<u16>,
     sent: &mut Sent,
 ) {
-    let arena = cx.arena();
-    let n = frame.len().min(FRAME_SIZE);
-    let frame = &frame[..n];
     // The frame's buffer addresses, resolved once (see `begin_frame`).
-    let mut scratch = cx.take_frame_scratch();
-    let addrs = &mut scratch.addrs;
-    arena.resolve(frame, SCRATCH_AHEAD, addrs);
-    let addrs = &*addrs;
+    let (arena, frame, scratch) = cx.resolve_frame(frame);
+    let n = frame.len();
+    let addrs = &scratch.addrs;
     let mut keys = [0u64; FRAME_SIZE];
     for (i, (key, &bi)) in keys.iter_mut().zip(frame).enumerate() {
         addrs.prefetch(i + 2, true);

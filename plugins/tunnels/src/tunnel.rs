@@ -488,16 +488,10 @@ const _: () = assert!(2 * ENCAP_AHEAD <= sluice_graph::SCRATCH_AHEAD);
 impl sluice_graph::NodeFn for Encap {
     #[inline]
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        use sluice_graph::{FrameScratch, SCRATCH_AHEAD};
-        let arena = cx.arena();
-        // A frame is at most FRAME_SIZE packets (the dispatcher's contract), as in
-        // `PerPacket`: the `min` drops the bound checks, debug builds check it cuts nothing.
-        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
-        let mut s = cx.take_frame_scratch();
+        use sluice_graph::FrameScratch;
+        let (arena, frame, mut s) = cx.resolve_frame(frame);
+        let n = frame.len();
         let FrameScratch { addrs, nexts } = &mut *s;
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
         let addrs = &*addrs;
         // The tunnel of the last packet whose entry was prefetched (a run of packets to
         // one tunnel prefetches it once).

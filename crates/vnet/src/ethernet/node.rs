@@ -53,7 +53,7 @@ use sluice_buffer::{Buffer, BufferHeader};
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{
     Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, TraceRecord,
-    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
+    PREFETCH_AHEAD,
 };
 use sluice_wire::ethernet::{ethertype, field, HEADER_LEN};
 use sluice_wire::Mac;
@@ -556,13 +556,9 @@ fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
 /// frame would fail the fast path's tests on every packet).
 impl NodeFn for EthernetInput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let arena = cx.arena();
-        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
-        let mut s = cx.take_frame_scratch();
+        let (arena, frame, mut s) = cx.resolve_frame(frame);
+        let n = frame.len();
         let FrameScratch { addrs, nexts } = &mut *s;
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
         self.begin_frame(cx);
         let addrs = &*addrs;
         let mut fast = self.fast();

@@ -394,19 +394,13 @@ fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, 
 
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let arena = cx.arena();
         let shared = &self.shared;
-        // At most FRAME_SIZE packets (the dispatcher's contract; debug builds check): the
-        // `min` only removes bound checks.
-        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
-        let mut s = cx.take_frame_scratch();
-        let FrameScratch { addrs, nexts } = &mut *s;
         // A group prefetches the next group: up to 2 * GROUP - 1 entries past the frame's
         // last packet, all filled with its addresses (`SCRATCH_AHEAD`, as every node asks,
         // so that the addresses the node before resolved for this frame are kept).
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let (arena, frame, mut s) = cx.resolve_frame(frame);
+        let n = frame.len();
+        let FrameScratch { addrs, nexts } = &mut *s;
         let addrs = &*addrs;
         // Four packets at a time: the next four buffers prefetched, the four destinations
         // read and looked up together (their table loads are independent and overlap in

@@ -15,7 +15,7 @@ use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
-    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
+    FRAME_SIZE, PREFETCH_AHEAD,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
@@ -347,21 +347,15 @@ sluice_graph::counters! {
 
 impl NodeFn for Ip6Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let arena = cx.arena();
         let fib = &*self.shared.fib;
         let adj = &*self.shared.adj;
         let e_drop = cx.error(LookupCounter::DropRoute);
-        // At most FRAME_SIZE packets (the dispatcher's contract; debug builds check): the
-        // `min` only removes bound checks.
-        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
-        let mut s = cx.take_frame_scratch();
-        let FrameScratch { addrs, nexts } = &mut *s;
         // One pass resolves the frame's addresses (and checks its indices), unless the
         // node before left this frame's there: both loops below load a packet's addresses
         // instead of computing them.
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let (arena, frame, mut s) = cx.resolve_frame(frame);
+        let n = frame.len();
+        let FrameScratch { addrs, nexts } = &mut *s;
         let addrs = &*addrs;
         let mut no_route = 0u64;
         let mut last: Option<(u32, AdjKind)> = None;

@@ -19,7 +19,7 @@
 
 use super::{BdCfg, L2Shared, STATIC};
 use sluice_buffer::{BufIdx, Buffer};
-use sluice_graph::{Cx, FrameScratch, Next, NodeFn, PREFETCH_AHEAD, SCRATCH_AHEAD};
+use sluice_graph::{Cx, FrameScratch, Next, NodeFn, PREFETCH_AHEAD};
 use sluice_infra::bihash::{Home, Snapshot};
 use std::any::Any;
 use std::sync::Arc;
@@ -240,12 +240,9 @@ impl NodeFn for L2Input {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         const F: usize = sluice_graph::FRAME_SIZE;
         let L2Input { shared, st } = self;
-        let arena = cx.arena();
-        let n = frame.len().min(F);
-        let frame = &frame[..n];
-        let mut s = cx.take_frame_scratch();
+        let (arena, frame, mut s) = cx.resolve_frame(frame);
+        let n = frame.len();
         let FrameScratch { addrs, nexts } = &mut *s;
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
         let addrs = &*addrs;
         st.out_any = st.features.any(st.slot);
         st.out = None;
