@@ -17,7 +17,7 @@
 //!   `learn_events` (info), `runt` (shorter than an Ethernet header: never from
 //!   `ethernet-input`, counted rather than trusted).
 
-use super::{BdCfg, L2Shared, NO_ENTRY, STATIC};
+use super::{BdCfg, L2Shared, NOT_LOOKED_UP, NO_ENTRY, STATIC};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, PREFETCH_AHEAD, SCRATCH_AHEAD};
 use sluice_infra::bihash::Snapshot;
@@ -70,9 +70,6 @@ const NEW_SRC: u8 = 16;
 /// (pass 1 prefetches the first ones): enough misses in flight to hide the memory's
 /// latency, few enough that the buckets are still in L1 when read.
 const BUCKETS_AHEAD: usize = sluice_infra::bihash::BATCH;
-/// What pass 3 takes for a destination it did not look up (broadcast, multicast, runt,
-/// unknown bridge domain): never an L2 FIB value, nor [`NO_ENTRY`].
-const NOT_LOOKED_UP: u64 = NO_ENTRY << 1;
 
 /// `l2-input` instance.
 pub struct L2Input {
