@@ -1797,6 +1797,25 @@ mod tests {
         assert_eq!(h.get(w.hash(1, !1)), Some(1));
         assert_eq!(h.get(w.hash(2, !2)), None);
         assert!(h.max_probe() <= MAX_PROBE);
+        // Snapshot::get_many's pre-hashed hash loop: the kept digests found with their
+        // values, the removed and never inserted ones missed (a wrong home would miss them
+        // all), far past the look-ahead.
+        {
+            // SAFETY: no other thread; the table is not written while `s` is used.
+            let s = unsafe { h.table().snapshot() };
+            const MISS: u64 = u64::MAX;
+            let keys: Vec<u64> = (0..50_000u64)
+                .flat_map(|i| [w.hash(i, !i), w.hash(i, i ^ 0x5a5a)])
+                .collect();
+            let mut out = vec![7; keys.len()];
+            s.get_many(&keys, &mut out, MISS);
+            for (j, (&k, &v)) in keys.iter().zip(&out).enumerate() {
+                let i = j as u64 / 2;
+                let want = if j % 2 == 0 && i % 2 == 1 { i } else { MISS };
+                assert_eq!(v, want, "key {j}");
+                assert_eq!(v, s.get(k, s.home_only(k)).unwrap_or(MISS), "key {j}");
+            }
+        }
         h.clear(&e);
         assert!(h.is_empty());
         assert_eq!(
