@@ -595,6 +595,8 @@ impl Array {
     /// The buckets as a pointer and a mask, to keep in registers ([`BucketsRef`]).
     #[inline(always)]
     fn buckets_ref(&self) -> BucketsRef<'_> {
+        // What makes `BucketsRef::bucket`'s masked index in bounds.
+        debug_assert_eq!(self.mask + 1, self.buckets.len());
         BucketsRef {
             base: self.buckets.as_ptr(),
             mask: self.mask,
