@@ -39,6 +39,25 @@ pub(super) fn frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
     f
 }
 
+/// [`frame`] whose last byte is `tag`: its copies are told apart by [`tagged_out`].
+fn tagged(dst: [u8; 6], src: [u8; 6], tag: u8) -> Vec<u8> {
+    let mut f = frame(dst, src);
+    let last = f.len() - 1;
+    f[last] = tag;
+    f
+}
+
+/// What went to `interface-output`: (the frame's last byte, its tx interface), sorted.
+fn tagged_out(t: &NodeTest) -> Vec<(u8, u32)> {
+    let mut got: Vec<(u8, u32)> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
+        .collect();
+    got.sort();
+    got
+}
+
 pub(super) const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 pub(super) const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
@@ -109,20 +128,19 @@ fn broadcast_follows_flood_and_unknown_unicast_follows_uu_flood() {
              set interface l2 bridge loop1 1
              set interface l2 bridge loop2 1"
         ));
-        // The broadcast's and the unknown unicast's last bytes tell their copies apart.
-        let mut bc = frame([0xff; 6], A);
-        let mut uu = frame(C, A);
-        let last = bc.len() - 1;
-        (bc[last], uu[last]) = (1, 2);
-        receive(&mut t, l0, 1, 0, &[bc, uu]);
-        let mut got: Vec<(u8, u32)> = t
-            .arc("interface-output")
-            .iter()
-            .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
-            .collect();
-        got.sort();
+        receive(
+            &mut t,
+            l0,
+            1,
+            0,
+            &[tagged([0xff; 6], A, 1), tagged(C, A, 2)],
+        );
         let flooded = if flood == 1 { 1 } else { 2 };
-        assert_eq!(got, [(flooded, l1), (flooded, l2)], "flood {flood}");
+        assert_eq!(
+            tagged_out(&t),
+            [(flooded, l1), (flooded, l2)],
+            "flood {flood}"
+        );
         assert_eq!(t.drops(), [("l2-input".to_string(), "uu_dropped")]);
         t.assert_counters(&[("flooded", 1), ("uu_dropped", 1), ("learn_events", 1)]);
         t.assert_no_leaks();
@@ -144,18 +162,13 @@ fn forward_off_sends_a_known_mac_the_unknown_unicast_way() {
              l2fib add 02:00:00:00:00:0b 1 loop1 static
              l2fib add 02:00:00:00:00:0a 1 loop0 static"
         ));
-        receive(&mut t, l0, 1, 0, &[frame(B, A)]);
-        let mut tx: Vec<u32> = t
-            .arc("interface-output")
-            .iter()
-            .map(|p| p.hdr.tx_if)
-            .collect();
-        tx.sort();
+        receive(&mut t, l0, 1, 0, &[tagged(B, A, 1)]);
+        let out = tagged_out(&t);
         if uu_flood == 1 {
-            assert_eq!(tx, [l1, l2]);
+            assert_eq!(out, [(1, l1), (1, l2)]);
             t.assert_counters(&[("flooded", 1)]);
         } else {
-            assert_eq!(tx, []);
+            assert_eq!(out, []);
             assert_eq!(t.drops(), [("l2-input".to_string(), "uu_dropped")]);
             t.assert_counters(&[("uu_dropped", 1)]);
         }
@@ -186,20 +199,10 @@ fn runs_of_one_destination_in_a_frame_each_go_to_their_own_port() {
         .iter()
         .zip(&srcs)
         .enumerate()
-        .map(|(i, (&d, &s))| {
-            let mut f = frame(d, s);
-            let last = f.len() - 1;
-            f[last] = i as u8;
-            f
-        })
+        .map(|(i, (&d, &s))| tagged(d, s, i as u8))
         .collect();
     receive(&mut t, l0, 1, 0, &frames);
-    let mut got: Vec<(u8, u32)> = t
-        .arc("interface-output")
-        .iter()
-        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
-        .collect();
-    got.sort();
+    let got = tagged_out(&t);
     let mut want = Vec::new();
     for (i, d) in dsts.iter().enumerate() {
         match *d {
@@ -274,22 +277,14 @@ fn a_long_frame_across_two_bridge_domains_and_two_rx_ports() {
     let bufs: Vec<BufIdx> = (0..n)
         .map(|i| {
             let (bd, rx, dst, src) = pkt(i);
-            let mut f = frame(dst, src);
-            let last = f.len() - 1;
-            f[last] = i as u8;
-            t.packet(&f, |h| {
+            t.packet(&tagged(dst, src, i as u8), |h| {
                 h.rx_if = rx;
                 h.l2.bd_index = bd;
             })
         })
         .collect();
     t.inject(&bufs);
-    let mut got: Vec<(u8, u32)> = t
-        .arc("interface-output")
-        .iter()
-        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
-        .collect();
-    got.sort();
+    let got = tagged_out(&t);
     let mut want = Vec::new();
     let (mut forwarded, mut flooded, mut filtered, mut learns) = (0, 0, 0, 0);
     let mut last_rx = std::collections::HashMap::new();
