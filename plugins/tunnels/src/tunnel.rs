@@ -59,7 +59,6 @@
 //!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
 //!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
-//!   [`l2_mode`] once per tunnel per frame and
 //!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
 //!   to `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
@@ -882,7 +881,7 @@ impl DecapEntry {
     }
     /// The tunnel interface's L2 mode as the control plane last published it
     /// ([`if_mode`]: admin state, cross-connect or bridge, input redirect; not its
-    /// `l2-input` features, which [`l2_mode`] checks).
+    /// `l2-input` features, which [`l2_direct`] checks).
     #[inline(always)]
     pub fn mode(&self) -> L2Mode {
         match self.bits & (MODE_XC | MODE_BD) {
@@ -1106,7 +1105,7 @@ pub struct DecapTable {
     if_attrs: Option<IfAttrs>,
     /// The feature next table and `ethernet-input`'s slot in it (the `l2-input` arc it
     /// starts): an L2 tunnel with an `l2-input` feature has its frames go through
-    /// `ethernet-input`, which applies it ([`l2_mode`]; None: always through it).
+    /// `ethernet-input`, which applies it ([`l2_direct`]; None: always through it).
     l2_features: Option<(Arc<FeatureNext>, usize)>,
 }
 
@@ -1303,7 +1302,7 @@ impl DecapTable {
         self.if_attrs = a;
         self.l2_features = l2;
     }
-    /// What [`l2_mode`] reads (taken once per frame): None in a runtime without vnet.
+    /// What [`l2_direct`] reads (taken once per frame): None in a runtime without vnet.
     #[inline(always)]
     pub fn l2_tables(&self) -> Option<L2Tables<'_>> {
         let (features, slot) = self.l2_features.as_ref()?;
@@ -1314,7 +1313,7 @@ impl DecapTable {
     }
 }
 
-/// `ethernet-input`'s `l2-input` arc features, for [`l2_mode`].
+/// `ethernet-input`'s `l2-input` arc features, for [`l2_direct`].
 #[derive(Clone, Copy)]
 pub struct L2Tables<'a> {
     /// The features (None: no interface has one; read once per frame).
@@ -1322,7 +1321,7 @@ pub struct L2Tables<'a> {
     slot: usize,
 }
 
-/// Where a tunnel's untagged decapsulated frames go ([`l2_mode`], [`l2_direct`]).
+/// Where a tunnel's untagged decapsulated frames go ([`l2_direct`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum L2Mode {
     /// Through `ethernet-input`: an L3 or admin-down tunnel, an input redirect, an
@@ -1350,33 +1349,27 @@ pub fn if_mode(a: &IfAttr) -> L2Mode {
     }
 }
 
-/// Tunnel `e`'s [`L2Mode`]: the mode its entry keeps ([`DecapEntry::mode`]) unless the
-/// tunnel has an `l2-input` feature (then `ethernet-input` sends the frame to it). The
-/// decap node computes it once per tunnel per frame (for a packet whose tunnel differs
-/// from the one before); the features are read only when some interface has one.
-#[inline]
-pub fn l2_mode(t: L2Tables<'_>, e: &DecapEntry) -> L2Mode {
-    let m = e.mode();
+/// Sends the decapsulated Ethernet frame `b` of tunnel `e` straight to `l2-input` (arc
+/// `to`) when the mode its entry keeps ([`DecapEntry::mode`]) is cross-connect or bridge
+/// and the tunnel has no `l2-input` feature (else `ethernet-input` sends the frame to it;
+/// the features are read only when some interface has one), as VPP's decap nodes do,
+/// setting what `ethernet-input` would have: `l2.l2_hdr_offset`, and `tx_if` = the
+/// cross-connect peer with `l2.bd_index` 0, or `l2.bd_index` = the bridge domain. `None`
+/// (the frame goes through `ethernet-input`): mode [`L2Mode::Ethernet`], a feature, or a
+/// VLAN-tagged frame (perhaps a sub-interface's). Per packet, from the entry's bits (no
+/// [`L2Mode`] made: decoding one and caching it per tunnel cost more at each change of
+/// tunnel than these few loads).
+#[inline(always)]
+pub fn l2_direct(b: &mut Buffer<'_>, t: L2Tables<'_>, e: &DecapEntry, to: Next) -> Option<Next> {
+    let kind = e.bits & (MODE_XC | MODE_BD);
+    if kind == 0 {
+        return None;
+    }
     // An `l2-input` feature on this tunnel (not on any interface).
     const NONE: Next = Next(u16::MAX);
-    if m != L2Mode::Ethernet
-        && t.features
-            .is_some_and(|f| f.next(t.slot, e.sw_if, NONE) != NONE)
+    if t.features
+        .is_some_and(|f| f.next(t.slot, e.sw_if, NONE) != NONE)
     {
-        return L2Mode::Ethernet;
-    }
-    m
-}
-
-/// Sends the decapsulated Ethernet frame `b` of a tunnel in mode `m` ([`l2_mode`])
-/// straight to `l2-input` (arc `to`), as VPP's decap nodes do, setting what
-/// `ethernet-input` would have: `l2.l2_hdr_offset`, and `tx_if` = the cross-connect peer
-/// with `l2.bd_index` 0, or `l2.bd_index` = the bridge domain. `None` (the frame goes
-/// through `ethernet-input`): mode [`L2Mode::Ethernet`] or a VLAN-tagged frame (perhaps
-/// a sub-interface's; checked per packet).
-#[inline(always)]
-pub fn l2_direct(b: &mut Buffer<'_>, m: L2Mode, to: Next) -> Option<Next> {
-    if m == L2Mode::Ethernet {
         return None;
     }
     let h = b.head::<14>()?;
@@ -1387,13 +1380,11 @@ pub fn l2_direct(b: &mut Buffer<'_>, m: L2Mode, to: Next) -> Option<Next> {
         return None;
     }
     b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-    match m {
-        L2Mode::Xconnect(peer) => {
-            b.hdr.tx_if = peer;
-            b.hdr.l2.bd_index = 0;
-        }
-        L2Mode::Bridge(bd) => b.hdr.l2.bd_index = bd,
-        L2Mode::Ethernet => {}
+    if kind == MODE_XC {
+        b.hdr.tx_if = e.mode as u32;
+        b.hdr.l2.bd_index = 0;
+    } else {
+        b.hdr.l2.bd_index = e.mode;
     }
     Some(to)
 }
@@ -1436,7 +1427,7 @@ fn fibs_word(f: [u32; 2]) -> u64 {
 /// The IPv4 and IPv6 tables of tunnel `sw_if`, for the IP packets of a tunnel whose entry
 /// says [`DecapEntry::routed`], in an IPv6 table (an IPv4 table's entry has them:
 /// [`DecapEntry::fibs4`]). From the record [`DecapTable::lookup_frame`] prefetched,
-/// once per tunnel per frame (as [`l2_mode`]).
+/// once per tunnel per frame.
 #[inline]
 pub fn l3_fibs(ifs: &[IfAttr], sw_if: u32) -> [u32; 2] {
     if_fibs(sluice_vnet::interface::attr(ifs, sw_if))
@@ -2168,9 +2159,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let mut decapsulated = 0;
         let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
         let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
-        // The L2 mode of tunnel `mode_of` and the L3 tables of tunnel `l3_of`, computed
-        // once per tunnel change.
-        let (mut mode_of, mut mode) = (MISS, L2Mode::Ethernet);
+        // The L3 tables of tunnel `l3_of`, computed once per tunnel change.
         let (mut l3_of, mut direct) = (MISS, None);
         for (j, &bi) in frame.iter().enumerate() {
             match self.state[j] {
@@ -2219,10 +2208,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                             decapsulated += 1;
                             match l2 {
                                 Some((t, (eth, to))) if next == eth => {
-                                    if r != mode_of {
-                                        (mode_of, mode) = (r, l2_mode(t, e));
-                                    }
-                                    l2_direct(&mut b, mode, to).unwrap_or(next).0
+                                    l2_direct(&mut b, t, e, to).unwrap_or(next).0
                                 }
                                 _ => next.0,
                             }
