@@ -55,7 +55,8 @@
 //!   key's home slot in the open-addressing table (64-byte slots holding the entries) is
 //!   prefetched as soon as it is parsed ([`DecapTable::start`]). (2) look the new keys up
 //!   ([`DecapTable::lookup_frame`]: the slots' keys compared, each hit's rx counters row
-//!   and, unless its frames go straight to `l2-input`, interface record prefetched, so
+//!   and, unless its frames go straight to `l2-input` (or, in an IPv4 table, its IP
+//!   packets to `ip4-input`/`ip6-input`), interface record prefetched, so
 //!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
 //!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
