@@ -835,7 +835,10 @@ impl RxRow {
 /// L2 decap needs no read of the interface's record: [`DecapEntry::mode`]).
 #[repr(C, align(64))]
 pub struct DecapEntry {
-    /// The key, as [`pack`] packs it (set by [`DecapTable::insert`]).
+    /// The key, as [`pack`] packs it (set by [`DecapTable::insert`]). In an IPv4 table
+    /// only words 0-1 are the key (what [`same`], [`slot_hash`] and [`unpack`] read):
+    /// word 2 holds the tunnel interface's tables ([`DecapEntry::fibs4`]), where a key's
+    /// is zero, and words 3-4 are unused.
     words: [u64; 5],
     /// This thread's row of the tunnel's counters (rx packets/bytes).
     rx: RxRow,
@@ -937,7 +940,8 @@ impl DecapEntry {
 /// ([`pack`]): five words, the first of them the table, the sub-type and the key (the
 /// sub-type xored into the table's top byte: a table index is below [`MAX_FIB`]). An
 /// IPv4 table's key is its first two words (table, sub-type and key; source and
-/// destination) and the other three are zero — its decap nodes store (in a frame),
+/// destination) and the other three are zero (an entry's word 2 holds the tables instead:
+/// [`DecapEntry::words`]) — its decap nodes store (in a frame),
 /// compare and hash only two words a key, while its entries are unchanged (64 bytes, all
 /// five words stored); an IPv6 table's is the table, sub-type and key, the source's low
 /// and high halves, the destination's low and high halves.
@@ -999,7 +1003,8 @@ pub(crate) fn unpack(k: &TableKey, v6: bool) -> DecapKey {
 }
 
 /// Whether key words `w` are key `k`'s in a table of family `v6` (an IPv4 table compares
-/// two words: the other three are zero in all its keys).
+/// two words: the other three are zero in all its keys, and an entry's word 2 is its
+/// tables, see [`DecapEntry::words`]).
 #[inline(always)]
 fn same(w: &[u64; 5], k: &TableKey, v6: bool) -> bool {
     // Word by word: an array `==` of this size is a `memcmp` call.
@@ -1029,8 +1034,8 @@ fn copy_key(to: &mut TableKey, k: &TableKey, v6: bool) {
 /// half, and the source's high half with the destination's low half, each pair xored with
 /// the seeds and multiplied into 128 bits whose halves are folded ([`folded_multiply`]);
 /// then the two results, the first xored with the destination's high half, multiplied and
-/// folded again. The input drops nothing but the sub-type's overlap with the key's top
-/// byte (xored there; [`DecapEntry::is`] compares it apart). All five words go whole into
+/// folded again. The input drops nothing (the sub-type fills the top byte, which a table
+/// index below [`MAX_FIB`] leaves free). All five words go whole into
 /// a multiply (none is folded or xored with another key word before one: IPv4 keys,
 /// whose high halves are zero, and IPv6 keys whose source and destination vary together
 /// cannot cancel), and the top bits of a folded product depend on every bit of both
@@ -2598,11 +2603,12 @@ fn proto_of(k: Kind) -> Option<&'static Proto> {
 }
 
 /// vnet's interface-change hook (`sluice_vnet::interface::on_change`, registered by every
-/// tunnel plugin): when a tunnel interface's admin state, L2 mode or input redirect
-/// changes, its decap entries on every thread take the new [`if_mode`], which the decap
-/// node then reads from the entry instead of the interface's record. When a group
-/// tunnel's `mcast` interface is set up, it sends the join of each of its groups again
-/// (one sent while it was down was dropped by `interface-output`).
+/// tunnel plugin): when a tunnel interface's admin state, L2 mode, input redirect or
+/// tables (`IfChange::Table`: an IPv4 table's entries keep them, [`DecapEntry::fibs4`])
+/// change, its decap entries on every thread take the new [`if_mode`] and tables, which
+/// the decap node then reads from the entry instead of the interface's record. When a
+/// group tunnel's `mcast` interface is set up, it sends the join of each of its groups
+/// again (one sent while it was down was dropped by `interface-output`).
 pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, what: sluice_vnet::interface::IfChange) {
     if what == sluice_vnet::interface::IfChange::AdminState
         && sluice_vnet::interface::with_if_attr(vm, sw.0, |a| {
