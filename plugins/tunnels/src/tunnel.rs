@@ -2571,9 +2571,10 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             InsertError::Family => {
                 VnetError::Invalid("decap table: an IPv6 key in an IPv4 table".into())
             }
-            InsertError::Table => {
-                VnetError::Invalid("decap table: underlay table index out of range".into())
-            }
+            InsertError::Table => VnetError::Invalid(format!(
+                "decap table: underlay table index {} out of range (below {MAX_FIB})",
+                key.fib
+            )),
         });
     }
     let t = Tunnel {
