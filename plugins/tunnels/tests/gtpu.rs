@@ -549,7 +549,37 @@ fn gtpu_l3_decap_skips_ethernet_input() {
     step(&mut vm, "", 0, 2);
     sluice_vnet::set_rx_redirect(&mut vm, sw, None).unwrap();
     step(&mut vm, "", 1, 1);
-    assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::RX_PACKETS), 9);
+    // The table changed after traffic, 9 -> 0 -> 9 (the entry's tables follow through
+    // IfChange::Table): 172.16.9.2 is routed in table 9 only, and table 0 drops it as
+    // ip4-lookup's no_route.
+    cli(
+        &mut vm,
+        &t,
+        "ip route add table 9 172.16.9.0/24 via 172.16.0.2 pg1",
+    );
+    let b9 = udp4([198, 51, 100, 7], [172, 16, 9, 2], 64);
+    let f9 = [under(false, false, G, &gtp(0x30, 255, 100, &[], &b9), pg0)];
+    for (c, table) in [("", 9), ("0", 0), ("9", 9)] {
+        if !c.is_empty() {
+            cli(
+                &mut vm,
+                &t,
+                &format!("set interface ip table gtpu_tunnel0 {c}"),
+            );
+        }
+        let nr = counter(&vm, "ip4-lookup", "no_route");
+        let out = usize::from(table == 9);
+        let got = run(&mut vm, &t, "pg0", "pg1", &f9, out);
+        let want = if table == 9 {
+            vec![w(&b9, 0x0800)]
+        } else {
+            vec![]
+        };
+        assert_eq!(got, want, "in table {table}");
+        let dropped = counter(&vm, "ip4-lookup", "no_route") - nr;
+        assert_eq!(dropped, 1 - out as u64, "in table {table}");
+    }
+    assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::RX_PACKETS), 12);
     assert_eq!(in_use(&vm), 0);
 }
 
