@@ -282,14 +282,17 @@ pub enum IfChange {
     L2Mode,
     /// [`set_rx_redirect`].
     RxRedirect,
+    /// `set interface ip table`, `set interface ip6 table`: the [`IfAttr`] fields `fib4`
+    /// and `fib6`.
+    Table,
 }
 
 /// A hook called on the main thread after interface `sw`'s [`IfChange`] has been
 /// published to [`IfAttr`] (so reading the record gives the new state).
 pub type IfChangeFn = fn(&mut Vlib, SwIfIndex, IfChange);
 
-/// Registers `f` to be called after every interface's admin state, L2 mode or input
-/// redirect changes: for a plugin that keeps a copy of those in its own per-thread tables
+/// Registers `f` to be called after every interface's admin state, L2 mode, input
+/// redirect or tables change: for a plugin that keeps a copy of those in its own per-thread tables
 /// (a tunnel decap entry), as VPP's admin-up/down and L2 mode callbacks. Registering the
 /// same function twice calls it once.
 pub fn on_change(vm: &mut Vlib, f: IfChangeFn) {

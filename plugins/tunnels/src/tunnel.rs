@@ -55,11 +55,11 @@
 //!   key's home slot in the open-addressing table (64-byte slots holding the entries) is
 //!   prefetched as soon as it is parsed ([`DecapTable::start`]). (2) look the new keys up
 //!   ([`DecapTable::lookup_frame`]: the slots' keys compared, each hit's rx counters row
-//!   and, unless its frames go straight to `l2-input`, interface record prefetched, so
+//!   and, unless its frames go straight to `l2-input` (or, in an IPv4 table, its IP
+//!   packets to `ip4-input`/`ip6-input`), interface record prefetched, so
 //!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
 //!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
-//!   [`l2_mode`] once per tunnel per frame and
 //!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
 //!   to `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
@@ -774,6 +774,9 @@ pub struct DecapSpec {
     pub mode: L2Mode,
     /// An up L3 interface ([`if_routed`]; updated by [`DecapTable::set_mode`]).
     pub routed: bool,
+    /// The tunnel interface's IPv4 and IPv6 tables ([`if_fibs`]; updated by
+    /// [`DecapTable::set_mode`]): an IPv4 table's entry keeps them ([`DecapEntry::fibs4`]).
+    pub fibs: [u32; 2],
 }
 
 impl DecapSpec {
@@ -787,6 +790,7 @@ impl DecapSpec {
             l2,
             mode: L2Mode::Ethernet,
             routed: false,
+            fibs: [0; 2],
         }
     }
 }
@@ -825,7 +829,10 @@ impl RxRow {
 /// L2 decap needs no read of the interface's record: [`DecapEntry::mode`]).
 #[repr(C, align(64))]
 pub struct DecapEntry {
-    /// The key, as [`pack`] packs it (set by [`DecapTable::insert`]).
+    /// The key, as [`pack`] packs it (set by [`DecapTable::insert`]). In an IPv4 table
+    /// only words 0-1 are the key (what [`same`], [`slot_hash`] and [`unpack`] read):
+    /// word 2 holds the tunnel interface's tables ([`DecapEntry::fibs4`]), where a key's
+    /// is zero, and words 3-4 are unused.
     words: [u64; 5],
     /// This thread's row of the tunnel's counters (rx packets/bytes).
     rx: RxRow,
@@ -838,8 +845,6 @@ pub struct DecapEntry {
     /// The tunnel interface's MAC (destination of the Ethernet header an L3 decap puts in
     /// front of the inner packet for `ethernet-input`).
     pub mac: [u8; 6],
-    /// The key's sub-type.
-    sub: u8,
     /// Bit 0: Ethernet inside; bits 1–2: the L2 mode ([`MODE_XC`], [`MODE_BD`]; 0:
     /// [`L2Mode::Ethernet`]); bit 3: [`BIT_ROUTED`].
     bits: u8,
@@ -874,7 +879,7 @@ impl DecapEntry {
     }
     /// The tunnel interface's L2 mode as the control plane last published it
     /// ([`if_mode`]: admin state, cross-connect or bridge, input redirect; not its
-    /// `l2-input` features, which [`l2_mode`] checks).
+    /// `l2-input` features, which [`l2_direct`] checks).
     #[inline(always)]
     pub fn mode(&self) -> L2Mode {
         match self.bits & (MODE_XC | MODE_BD) {
@@ -889,6 +894,14 @@ impl DecapEntry {
     #[inline(always)]
     pub fn routed(&self) -> bool {
         self.bits & BIT_ROUTED != 0
+    }
+    /// The tunnel interface's IPv4 and IPv6 tables as the control plane last published
+    /// them, in an IPv4 table's entry (the third key word, which its keys leave unread:
+    /// [`TableKey`]); an IPv6 table's entry has no room (its decap nodes read
+    /// [`l3_fibs`]).
+    #[inline(always)]
+    pub fn fibs4(&self) -> [u32; 2] {
+        [self.words[2] as u32, (self.words[2] >> 32) as u32]
     }
     /// Adds a received packet of `bytes` bytes to the tunnel's counters.
     #[inline(always)]
@@ -908,35 +921,45 @@ impl DecapEntry {
     }
     /// The key this entry was inserted under, as its table packs it.
     fn key(&self) -> TableKey {
-        TableKey {
-            w: self.words,
-            sub: self.sub,
-        }
+        TableKey { w: self.words }
     }
     /// Whether this is the entry of key `k` (in a table of family `v6`).
     #[inline(always)]
     fn is(&self, k: &TableKey, v6: bool) -> bool {
-        same(&self.words, self.sub, k, v6)
+        same(&self.words, k, v6)
     }
 }
 
 /// A decap key as a [`DecapTable`] of one underlay family keeps, hashes and compares it
-/// ([`pack`]): five words and the sub-type. An IPv4 table's key is its first two words
-/// (table and key; source and destination) and the other three are zero — its decap nodes
-/// store (in a frame), compare and hash only two words a key, while its entries are
-/// unchanged (64 bytes, all five words stored); an IPv6 table's is the table and key,
-/// the source's low and high halves, the destination's low and high halves.
+/// ([`pack`]): five words, the first of them the table, the sub-type and the key (the
+/// sub-type xored into the table's top byte: a table index is below [`MAX_FIB`]). An
+/// IPv4 table's key is its first two words (table, sub-type and key; source and
+/// destination) and the other three are zero (an entry's word 2 holds the tables instead:
+/// [`DecapEntry::words`]) — its decap nodes store (in a frame),
+/// compare and hash only two words a key, while its entries are unchanged (64 bytes, all
+/// five words stored); an IPv6 table's is the table, sub-type and key, the source's low
+/// and high halves, the destination's low and high halves.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TableKey {
     w: [u64; 5],
-    sub: u8,
+}
+
+/// The decap tables' bound on a key's underlay table index (vnet's tables are fewer:
+/// `MAX_FIBS`): the bits above it in a [`TableKey`]'s first word hold the sub-type.
+pub(crate) const MAX_FIB: u32 = 1 << 24;
+const _: () = assert!(sluice_vnet::routes::MAX_FIBS <= MAX_FIB as usize);
+
+/// A key's first word: the table, the sub-type xored into its top byte, and the key.
+#[inline(always)]
+fn word0(k: &DecapKey) -> u64 {
+    ((k.fib as u64) << 32 | k.key as u64) ^ (k.sub as u64) << 56
 }
 
 /// `k` as a table of family `v6` keeps it (lossless: [`unpack`] gives `k` back; an IPv4
 /// table's addresses are 32 bits, a group's source an interface index).
 #[inline(always)]
 pub(crate) fn pack(k: &DecapKey, v6: bool) -> TableKey {
-    let w0 = (k.fib as u64) << 32 | k.key as u64;
+    let w0 = word0(k);
     let w = if v6 {
         [
             w0,
@@ -949,7 +972,7 @@ pub(crate) fn pack(k: &DecapKey, v6: bool) -> TableKey {
         debug_assert!((k.src | k.dst) >> 32 == 0, "an IPv6 key in an IPv4 table");
         [w0, (k.src as u64) << 32 | k.dst as u32 as u64, 0, 0, 0]
     };
-    TableKey { w, sub: k.sub }
+    TableKey { w }
 }
 
 /// The key [`pack`] made `k` of.
@@ -965,21 +988,22 @@ pub(crate) fn unpack(k: &TableKey, v6: bool) -> DecapKey {
         ((w[1] >> 32) as u128, w[1] as u32 as u128)
     };
     DecapKey {
-        fib: (w[0] >> 32) as u32,
+        fib: (w[0] >> 32) as u32 % MAX_FIB,
         key: w[0] as u32,
-        sub: k.sub,
+        sub: (w[0] >> 56) as u8,
         src,
         dst,
     }
 }
 
-/// Whether key words `w` and sub-type `sub` are key `k`'s in a table of family `v6` (an
-/// IPv4 table compares two words: the other three are zero in all its keys).
+/// Whether key words `w` are key `k`'s in a table of family `v6` (an IPv4 table compares
+/// two words: the other three are zero in all its keys, and an entry's word 2 is its
+/// tables, see [`DecapEntry::words`]).
 #[inline(always)]
-fn same(w: &[u64; 5], sub: u8, k: &TableKey, v6: bool) -> bool {
+fn same(w: &[u64; 5], k: &TableKey, v6: bool) -> bool {
     // Word by word: an array `==` of this size is a `memcmp` call.
     let x = &k.w;
-    let d = (w[0] ^ x[0]) | (w[1] ^ x[1]) | (sub ^ k.sub) as u64;
+    let d = (w[0] ^ x[0]) | (w[1] ^ x[1]);
     let d = if v6 {
         d | (w[2] ^ x[2]) | (w[3] ^ x[3]) | (w[4] ^ x[4])
     } else {
@@ -988,13 +1012,24 @@ fn same(w: &[u64; 5], sub: u8, k: &TableKey, v6: bool) -> bool {
     d == 0
 }
 
+/// Copies the words of key `k` a table of family `v6` reads into `to` (an IPv4 key's
+/// two: [`TableKey`]; its other words in `to` stay as they are, unread).
+#[inline(always)]
+fn copy_key(to: &mut TableKey, k: &TableKey, v6: bool) {
+    if v6 {
+        *to = *k;
+    } else {
+        (to.w[0], to.w[1]) = (k.w[0], k.w[1]);
+    }
+}
+
 /// A decap table's hash of `k` under the table's `seeds` (of which [`DecapTable::home`]
 /// keeps the top bits), foldhash style: the table/sub-type/key word with the source's low
 /// half, and the source's high half with the destination's low half, each pair xored with
 /// the seeds and multiplied into 128 bits whose halves are folded ([`folded_multiply`]);
 /// then the two results, the first xored with the destination's high half, multiplied and
-/// folded again. The input drops nothing but the sub-type's overlap with the key's top
-/// byte (xored there; [`DecapEntry::is`] compares it apart). All five words go whole into
+/// folded again. The input drops nothing (the sub-type fills the top byte, which a table
+/// index below [`MAX_FIB`] leaves free). All five words go whole into
 /// a multiply (none is folded or xored with another key word before one: IPv4 keys,
 /// whose high halves are zero, and IPv6 keys whose source and destination vary together
 /// cannot cancel), and the top bits of a folded product depend on every bit of both
@@ -1009,7 +1044,7 @@ fn same(w: &[u64; 5], sub: u8, k: &TableKey, v6: bool) -> bool {
 #[inline(always)]
 fn slot_hash(seeds: &[u64; 4], k: &TableKey, v6: bool) -> u64 {
     let w = &k.w;
-    let w0 = w[0] ^ (k.sub as u64) << 24;
+    let w0 = w[0];
     if !v6 {
         let h = folded_multiply(w0 ^ seeds[0], w[1] ^ seeds[1]);
         return folded_multiply(h ^ seeds[2], seeds[3] | 1);
@@ -1070,7 +1105,7 @@ pub struct DecapTable {
     if_attrs: Option<IfAttrs>,
     /// The feature next table and `ethernet-input`'s slot in it (the `l2-input` arc it
     /// starts): an L2 tunnel with an `l2-input` feature has its frames go through
-    /// `ethernet-input`, which applies it ([`l2_mode`]; None: always through it).
+    /// `ethernet-input`, which applies it ([`l2_direct`]; None: always through it).
     l2_features: Option<(Arc<FeatureNext>, usize)>,
 }
 
@@ -1090,6 +1125,8 @@ pub enum InsertError {
     NoRow,
     /// An IPv6 key (an address wider than 32 bits) in an IPv4 table, which keeps 32.
     Family,
+    /// An underlay table index from [`MAX_FIB`] up (the key's bits for the sub-type).
+    Table,
 }
 
 /// A decap key's lookup result: the tunnel index, or [`MISS`].
@@ -1124,9 +1161,13 @@ impl DecapTable {
     /// (memory), the counters have no row for `t` or `k` is not of the table's family;
     /// the table is then unchanged.
     pub fn insert(&mut self, k: DecapKey, e: &DecapSpec, t: usize) -> Result<(), InsertError> {
-        // [`pack`] would drop an IPv4 table's high address bits (it checks in debug only).
+        // [`pack`] would drop an IPv4 table's high address bits (it checks in debug only),
+        // and mix a table index's bits from [`MAX_FIB`] up with the sub-type.
         if !self.v6 && (k.src | k.dst) >> 32 != 0 {
             return Err(InsertError::Family);
+        }
+        if k.fib >= MAX_FIB {
+            return Err(InsertError::Table);
         }
         // NO_KEY's sub-type: a tunnel under it would be found for DecapFrame's "no last key".
         debug_assert!(
@@ -1147,15 +1188,18 @@ impl DecapTable {
             i => i as usize,
         };
         let (mode, bits) = pack_mode(e.mode);
+        let mut words = p.w;
+        if !self.v6 {
+            words[2] = fibs_word(e.fibs);
+        }
         // The entry (and its row pointer) first, then what keeps the row.
         self.slots[i] = Some(DecapEntry {
-            words: p.w,
+            words,
             rx,
             sw_if: e.sw_if,
             next: e.next,
             mode,
             mac: e.mac,
-            sub: k.sub,
             bits: bits | if e.l2 { BIT_L2 } else { 0 } | if e.routed { BIT_ROUTED } else { 0 },
         });
         self.keep[i] = Some(e.counters.clone());
@@ -1235,15 +1279,20 @@ impl DecapTable {
             }
         }
     }
-    /// Sets the L2 mode and [`DecapEntry::routed`] of the tunnel of key `k` (of interface
-    /// `sw_if`: an entry of another interface is left alone).
-    pub fn set_mode(&mut self, k: &DecapKey, sw_if: u32, m: L2Mode, routed: bool) {
+    /// Sets the L2 mode, [`DecapEntry::routed`] and (an IPv4 table's) the interface's
+    /// tables ([`DecapEntry::fibs4`]) of the tunnel of key `k` (of interface `sw_if`: an
+    /// entry of another interface is left alone).
+    pub fn set_mode(&mut self, k: &DecapKey, sw_if: u32, m: L2Mode, routed: bool, fibs: [u32; 2]) {
         let i = self.lookup(k);
+        let v6 = self.v6;
         if let Some(Some(e)) = self.slots.get_mut(i as usize) {
             if e.sw_if == sw_if {
                 let (mode, bits) = pack_mode(m);
                 e.mode = mode;
                 e.bits = (e.bits & BIT_L2) | bits | if routed { BIT_ROUTED } else { 0 };
+                if !v6 {
+                    e.words[2] = fibs_word(fibs);
+                }
             }
         }
     }
@@ -1253,7 +1302,7 @@ impl DecapTable {
         self.if_attrs = a;
         self.l2_features = l2;
     }
-    /// What [`l2_mode`] reads (taken once per frame): None in a runtime without vnet.
+    /// What [`l2_direct`] reads (taken once per frame): None in a runtime without vnet.
     #[inline(always)]
     pub fn l2_tables(&self) -> Option<L2Tables<'_>> {
         let (features, slot) = self.l2_features.as_ref()?;
@@ -1264,7 +1313,7 @@ impl DecapTable {
     }
 }
 
-/// `ethernet-input`'s `l2-input` arc features, for [`l2_mode`].
+/// `ethernet-input`'s `l2-input` arc features, for [`l2_direct`].
 #[derive(Clone, Copy)]
 pub struct L2Tables<'a> {
     /// The features (None: no interface has one; read once per frame).
@@ -1272,7 +1321,7 @@ pub struct L2Tables<'a> {
     slot: usize,
 }
 
-/// Where a tunnel's untagged decapsulated frames go ([`l2_mode`], [`l2_direct`]).
+/// Where a tunnel's untagged decapsulated frames go ([`l2_direct`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum L2Mode {
     /// Through `ethernet-input`: an L3 or admin-down tunnel, an input redirect, an
@@ -1300,33 +1349,27 @@ pub fn if_mode(a: &IfAttr) -> L2Mode {
     }
 }
 
-/// Tunnel `e`'s [`L2Mode`]: the mode its entry keeps ([`DecapEntry::mode`]) unless the
-/// tunnel has an `l2-input` feature (then `ethernet-input` sends the frame to it). The
-/// decap node computes it once per tunnel per frame (for a packet whose tunnel differs
-/// from the one before); the features are read only when some interface has one.
-#[inline]
-pub fn l2_mode(t: L2Tables<'_>, e: &DecapEntry) -> L2Mode {
-    let m = e.mode();
+/// Sends the decapsulated Ethernet frame `b` of tunnel `e` straight to `l2-input` (arc
+/// `to`) when the mode its entry keeps ([`DecapEntry::mode`]) is cross-connect or bridge
+/// and the tunnel has no `l2-input` feature (else `ethernet-input` sends the frame to it;
+/// the features are read only when some interface has one), as VPP's decap nodes do,
+/// setting what `ethernet-input` would have: `l2.l2_hdr_offset`, and `tx_if` = the
+/// cross-connect peer with `l2.bd_index` 0, or `l2.bd_index` = the bridge domain. `None`
+/// (the frame goes through `ethernet-input`): mode [`L2Mode::Ethernet`], a feature, or a
+/// VLAN-tagged frame (perhaps a sub-interface's). Per packet, from the entry's bits (no
+/// [`L2Mode`] made: decoding one and caching it per tunnel cost more at each change of
+/// tunnel than these few loads).
+#[inline(always)]
+pub fn l2_direct(b: &mut Buffer<'_>, t: L2Tables<'_>, e: &DecapEntry, to: Next) -> Option<Next> {
+    let kind = e.bits & (MODE_XC | MODE_BD);
+    if kind == 0 {
+        return None;
+    }
     // An `l2-input` feature on this tunnel (not on any interface).
     const NONE: Next = Next(u16::MAX);
-    if m != L2Mode::Ethernet
-        && t.features
-            .is_some_and(|f| f.next(t.slot, e.sw_if, NONE) != NONE)
+    if t.features
+        .is_some_and(|f| f.next(t.slot, e.sw_if, NONE) != NONE)
     {
-        return L2Mode::Ethernet;
-    }
-    m
-}
-
-/// Sends the decapsulated Ethernet frame `b` of a tunnel in mode `m` ([`l2_mode`])
-/// straight to `l2-input` (arc `to`), as VPP's decap nodes do, setting what
-/// `ethernet-input` would have: `l2.l2_hdr_offset`, and `tx_if` = the cross-connect peer
-/// with `l2.bd_index` 0, or `l2.bd_index` = the bridge domain. `None` (the frame goes
-/// through `ethernet-input`): mode [`L2Mode::Ethernet`] or a VLAN-tagged frame (perhaps
-/// a sub-interface's; checked per packet).
-#[inline(always)]
-pub fn l2_direct(b: &mut Buffer<'_>, m: L2Mode, to: Next) -> Option<Next> {
-    if m == L2Mode::Ethernet {
         return None;
     }
     let h = b.head::<14>()?;
@@ -1337,13 +1380,11 @@ pub fn l2_direct(b: &mut Buffer<'_>, m: L2Mode, to: Next) -> Option<Next> {
         return None;
     }
     b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-    match m {
-        L2Mode::Xconnect(peer) => {
-            b.hdr.tx_if = peer;
-            b.hdr.l2.bd_index = 0;
-        }
-        L2Mode::Bridge(bd) => b.hdr.l2.bd_index = bd,
-        L2Mode::Ethernet => {}
+    if kind == MODE_XC {
+        b.hdr.tx_if = e.mode as u32;
+        b.hdr.l2.bd_index = 0;
+    } else {
+        b.hdr.l2.bd_index = e.mode;
     }
     Some(to)
 }
@@ -1370,14 +1411,26 @@ pub fn if_routed(a: &IfAttr) -> bool {
     l3 && a.admin_up.load(Relaxed) && a.rx_redirect.load(Relaxed) == 0
 }
 
+/// An interface's IPv4 and IPv6 tables from its record (what [`l3_fibs`] reads; the
+/// control plane keeps them in an IPv4 table's decap entries, [`DecapEntry::fibs4`],
+/// through [`if_changed`]).
+pub fn if_fibs(a: &IfAttr) -> [u32; 2] {
+    use std::sync::atomic::Ordering::Relaxed;
+    [a.fib4.load(Relaxed), a.fib6.load(Relaxed)]
+}
+
+/// [`DecapEntry::fibs4`]'s word.
+fn fibs_word(f: [u32; 2]) -> u64 {
+    (f[1] as u64) << 32 | f[0] as u64
+}
+
 /// The IPv4 and IPv6 tables of tunnel `sw_if`, for the IP packets of a tunnel whose entry
-/// says [`DecapEntry::routed`]. From the record [`DecapTable::lookup_frame`] prefetched,
-/// once per tunnel per frame (as [`l2_mode`]).
+/// says [`DecapEntry::routed`], in an IPv6 table (an IPv4 table's entry has them:
+/// [`DecapEntry::fibs4`]). From the record [`DecapTable::lookup_frame`] prefetched,
+/// once per tunnel per frame.
 #[inline]
 pub fn l3_fibs(ifs: &[IfAttr], sw_if: u32) -> [u32; 2] {
-    use std::sync::atomic::Ordering::Relaxed;
-    let a = sluice_vnet::interface::attr(ifs, sw_if);
-    [a.fib4.load(Relaxed), a.fib6.load(Relaxed)]
+    if_fibs(sluice_vnet::interface::attr(ifs, sw_if))
 }
 
 /// Where [`decap_l3`] sends an IP packet of an up L3 tunnel instead of `ethernet-input`:
@@ -1445,7 +1498,9 @@ impl DecapTable {
     /// entry points at) and the tunnel's interface record (what `ethernet-input` or
     /// [`l3_fibs`] reads next: with many tunnels it would miss on each packet's record) —
     /// but not when `l2_direct` (the node sends frames straight to `l2-input`) and the
-    /// entry's mode says its frames go there: then nothing reads the record. The three
+    /// entry's mode says its frames go there, nor in an IPv4 table when `l3_direct` (IP
+    /// packets straight to `ip4-input`/`ip6-input`) and the entry is an up L3 tunnel's (it
+    /// keeps the tables, [`DecapEntry::fibs4`]): then nothing reads the record. The three
     /// slices are the frame's new keys in order, so the pass reads them in step, with no
     /// index of packets. `V6` is the table's family.
     #[inline]
@@ -1455,6 +1510,7 @@ impl DecapTable {
         homes: &[u32],
         out: &mut [u32],
         l2_direct: bool,
+        l3_direct: bool,
     ) {
         debug_assert_eq!(V6, self.v6);
         let attrs = self.if_attrs.as_deref();
@@ -1476,8 +1532,13 @@ impl DecapTable {
             };
             out[t] = i as u32;
             e.prefetch_rx();
+            // Nothing reads the record of a tunnel whose frames go straight to `l2-input`,
+            // nor (in an IPv4 table, whose entries keep the tables) of an up L3 tunnel
+            // whose IP packets go straight to `ip4-input`/`ip6-input`.
+            let skip = (l2_direct && e.bits & (MODE_XC | MODE_BD) != 0)
+                || (!V6 && l3_direct && e.bits & (BIT_ROUTED | BIT_L2) == BIT_ROUTED);
             match attrs {
-                Some(a) if !(l2_direct && e.bits & (MODE_XC | MODE_BD) != 0) => {
+                Some(a) if !skip => {
                     // A record may straddle two lines: its first and last bytes.
                     let r = sluice_vnet::interface::attr(a, e.sw_if) as *const IfAttr;
                     sluice_infra::prefetch(r);
@@ -1988,10 +2049,7 @@ const NO_KEY: DecapKey = DecapKey {
 };
 
 /// [`NO_KEY`] packed (in either family: its sub-type alone tells it apart).
-const NO_TABLE_KEY: TableKey = TableKey {
-    w: [u64::MAX; 5],
-    sub: u8::MAX,
-};
+const NO_TABLE_KEY: TableKey = TableKey { w: [u64::MAX; 5] };
 
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
@@ -2069,20 +2127,16 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 Ok((k, m)) => {
                     let k = pack(&k, P::IP6);
                     self.metas[j] = m;
-                    if same(&prev.w, prev.sub, &k, P::IP6) {
+                    if same(&prev.w, &k, P::IP6) {
                         self.state[j] = SAME;
                     } else {
                         self.state[j] = NEW;
                         // An IPv4 key is two words (the rest stay as they are, unread).
-                        let to = &mut self.keys[new];
-                        (to.w[0], to.w[1], to.sub) = (k.w[0], k.w[1], k.sub);
-                        if P::IP6 {
-                            to.w[2..].copy_from_slice(&k.w[2..]);
-                        }
+                        copy_key(&mut self.keys[new], &k, P::IP6);
                         // The slot's line is on its way while the frame is parsed.
                         self.homes[new] = self.table.start(&k, P::IP6);
                         new += 1;
-                        prev = k;
+                        copy_key(&mut prev, &k, P::IP6);
                     }
                 }
             }
@@ -2090,9 +2144,14 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         // Pass 2: the new keys' lookups, in stages over the frame.
         let (keys, homes) = (&self.keys[1..new], &self.homes[1..new]);
         let (found, to_l2) = (&mut self.found[1..new], P::L2_DIRECT.is_some());
+        let to_l3 = P::L3_DIRECT.is_some();
         match P::IP6 {
-            true => self.table.lookup_frame::<true>(keys, homes, found, to_l2),
-            false => self.table.lookup_frame::<false>(keys, homes, found, to_l2),
+            true => self
+                .table
+                .lookup_frame::<true>(keys, homes, found, to_l2, to_l3),
+            false => self
+                .table
+                .lookup_frame::<false>(keys, homes, found, to_l2, to_l3),
         }
         // Pass 3: finish.
         // The packet's key is `keys[at]`, its result `r`.
@@ -2100,9 +2159,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let mut decapsulated = 0;
         let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
         let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
-        // The L2 mode of tunnel `mode_of` and the L3 tables of tunnel `l3_of`, computed
-        // once per tunnel change.
-        let (mut mode_of, mut mode) = (MISS, L2Mode::Ethernet);
+        // The L3 tables of tunnel `l3_of`, computed once per tunnel change.
         let (mut l3_of, mut direct) = (MISS, None);
         for (j, &bi) in frame.iter().enumerate() {
             match self.state[j] {
@@ -2134,7 +2191,10 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                                 l3_of = r;
                                 direct = (e.routed() && !e.l2() && e.next == arcs.eth).then(|| {
                                     L3Direct {
-                                        fibs: l3_fibs(ifs, e.sw_if),
+                                        fibs: match P::IP6 {
+                                            true => l3_fibs(ifs, e.sw_if),
+                                            false => e.fibs4(),
+                                        },
                                         arcs,
                                     }
                                 });
@@ -2148,10 +2208,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                             decapsulated += 1;
                             match l2 {
                                 Some((t, (eth, to))) if next == eth => {
-                                    if r != mode_of {
-                                        (mode_of, mode) = (r, l2_mode(t, e));
-                                    }
-                                    l2_direct(&mut b, mode, to).unwrap_or(next).0
+                                    l2_direct(&mut b, t, e, to).unwrap_or(next).0
                                 }
                                 _ => next.0,
                             }
@@ -2456,9 +2513,9 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     }
     let mut de = DecapSpec::new(sw.0, next, counters, mac, !l3);
     // Later changes come through `if_changed`.
-    (de.mode, de.routed) =
-        sluice_vnet::interface::with_if_attr(vm, sw.0, |a| (if_mode(a), if_routed(a)))
-            .unwrap_or((L2Mode::Ethernet, false));
+    (de.mode, de.routed, de.fibs) =
+        sluice_vnet::interface::with_if_attr(vm, sw.0, |a| (if_mode(a), if_routed(a), if_fibs(a)))
+            .unwrap_or((L2Mode::Ethernet, false, [0; 2]));
     let table_of = p.table_of[fam];
     let if_attrs = vm.ext_mut::<IfAttrTable>().0.clone();
     let reg = sluice_vnet::feature::registry(vm);
@@ -2508,6 +2565,10 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             InsertError::Family => {
                 VnetError::Invalid("decap table: an IPv6 key in an IPv4 table".into())
             }
+            InsertError::Table => VnetError::Invalid(format!(
+                "decap table: underlay table index {} out of range (below {MAX_FIB})",
+                key.fib
+            )),
         });
     }
     let t = Tunnel {
@@ -2537,11 +2598,12 @@ fn proto_of(k: Kind) -> Option<&'static Proto> {
 }
 
 /// vnet's interface-change hook (`sluice_vnet::interface::on_change`, registered by every
-/// tunnel plugin): when a tunnel interface's admin state, L2 mode or input redirect
-/// changes, its decap entries on every thread take the new [`if_mode`], which the decap
-/// node then reads from the entry instead of the interface's record. When a group
-/// tunnel's `mcast` interface is set up, it sends the join of each of its groups again
-/// (one sent while it was down was dropped by `interface-output`).
+/// tunnel plugin): when a tunnel interface's admin state, L2 mode, input redirect or
+/// tables (`IfChange::Table`: an IPv4 table's entries keep them, [`DecapEntry::fibs4`])
+/// change, its decap entries on every thread take the new [`if_mode`] and tables, which
+/// the decap node then reads from the entry instead of the interface's record. When a
+/// group tunnel's `mcast` interface is set up, it sends the join of each of its groups
+/// again (one sent while it was down was dropped by `interface-output`).
 pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, what: sluice_vnet::interface::IfChange) {
     if what == sluice_vnet::interface::IfChange::AdminState
         && sluice_vnet::interface::with_if_attr(vm, sw.0, |a| {
@@ -2564,12 +2626,12 @@ pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, what: sluice_vnet::interface::If
     let Some(decap) = vm.registry.find(p.decap[fam]) else {
         return;
     };
-    let (m, routed) =
-        sluice_vnet::interface::with_if_attr(vm, sw.0, |a| (if_mode(a), if_routed(a)))
-            .unwrap_or((L2Mode::Ethernet, false));
+    let (m, routed, fibs) =
+        sluice_vnet::interface::with_if_attr(vm, sw.0, |a| (if_mode(a), if_routed(a), if_fibs(a)))
+            .unwrap_or((L2Mode::Ethernet, false, [0; 2]));
     vm.foreach_thread(move |tg| {
         if let Some(tbl) = table_of(tg, decap) {
-            tbl.set_mode(&key, sw.0, m, routed);
+            tbl.set_mode(&key, sw.0, m, routed, fibs);
         }
     });
 }
@@ -2820,8 +2882,8 @@ mod tests {
         let homes: Vec<u32> = keys.iter().map(|k| t.start(k, t.v6)).collect();
         let mut out = vec![0; keys.len()];
         match t.v6 {
-            true => t.lookup_frame::<true>(&keys, &homes, &mut out, false),
-            false => t.lookup_frame::<false>(&keys, &homes, &mut out, false),
+            true => t.lookup_frame::<true>(&keys, &homes, &mut out, false, false),
+            false => t.lookup_frame::<false>(&keys, &homes, &mut out, false, false),
         }
         out.iter().map(|&r| sw_of(t, r)).collect()
     }
@@ -2865,8 +2927,8 @@ mod tests {
             vec![None, Some(14), Some(16)]
         );
         // The L2 mode is set by key, and only for the tunnel's own interface.
-        t.set_mode(&key(4), 14, L2Mode::Bridge(3), false);
-        t.set_mode(&key(2), 14, L2Mode::Bridge(4), false);
+        t.set_mode(&key(4), 14, L2Mode::Bridge(3), false, [0; 2]);
+        t.set_mode(&key(2), 14, L2Mode::Bridge(4), false, [0; 2]);
         let mode = |t: &DecapTable, k| t.entry(t.lookup(&key(k))).unwrap().mode();
         assert_eq!(
             (mode(&t, 4), mode(&t, 2)),
@@ -2888,6 +2950,39 @@ mod tests {
         ];
         for kind in kinds {
             assert_ne!(sub_of(kind), NO_KEY.sub, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn decap_table_sub_type_in_the_table_word() {
+        // The sub-type shares the first key word with the table index (its top byte):
+        // in both families an L3 and a TEB tunnel of one (table, key, source,
+        // destination) are apart, in the largest table index too; a key whose table index
+        // reaches the sub-type's bits is refused; packing loses nothing.
+        for v6 in [false, true] {
+            let mut t = DecapTable::of_family(v6);
+            for (i, fib) in [0, 1, MAX_FIB - 1].into_iter().enumerate() {
+                let l3 = DecapKey { fib, ..key(5) };
+                let teb = DecapKey { sub: 1, ..l3 };
+                t.insert(l3, &entry(10 + 2 * i as u32), 0).unwrap();
+                t.insert(teb, &entry(11 + 2 * i as u32), 0).unwrap();
+                for k in [l3, teb] {
+                    assert_eq!(unpack(&t.pack(&k), v6), k, "v6 {v6} {k:?}");
+                }
+            }
+            for (i, fib) in [0, 1, MAX_FIB - 1].into_iter().enumerate() {
+                let l3 = DecapKey { fib, ..key(5) };
+                let teb = DecapKey { sub: 1, ..l3 };
+                let want = [Some(10 + 2 * i as u32), Some(11 + 2 * i as u32)];
+                assert_eq!([find(&t, &l3), find(&t, &teb)], want, "v6 {v6} fib {fib}");
+                assert_eq!(frame(&t, &[l3, teb]), want, "v6 {v6} fib {fib}");
+            }
+            let big = DecapKey {
+                fib: MAX_FIB,
+                ..key(5)
+            };
+            assert_eq!(t.insert(big, &entry(30), 0), Err(InsertError::Table));
+            assert_eq!(t.len(), 6);
         }
     }
 
@@ -2916,16 +3011,16 @@ mod tests {
             (e.l2(), e.mode(), e.routed())
         };
         assert_eq!(bits(&t, 1), (true, L2Mode::Ethernet, false));
-        t.set_mode(&key(1), 13, L2Mode::Bridge(3), true);
+        t.set_mode(&key(1), 13, L2Mode::Bridge(3), true, [0; 2]);
         assert_eq!(bits(&t, 1), (true, L2Mode::Bridge(3), true));
-        t.set_mode(&key(1), 13, L2Mode::Bridge(3), false);
+        t.set_mode(&key(1), 13, L2Mode::Bridge(3), false, [0; 2]);
         assert_eq!(bits(&t, 1), (true, L2Mode::Bridge(3), false));
-        t.set_mode(&key(2), 14, L2Mode::Ethernet, true);
+        t.set_mode(&key(2), 14, L2Mode::Ethernet, true, [0; 2]);
         assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, true));
         // Another interface's change leaves the entry alone.
-        t.set_mode(&key(2), 13, L2Mode::Ethernet, false);
+        t.set_mode(&key(2), 13, L2Mode::Ethernet, false, [0; 2]);
         assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, true));
-        t.set_mode(&key(2), 14, L2Mode::Ethernet, false);
+        t.set_mode(&key(2), 14, L2Mode::Ethernet, false, [0; 2]);
         assert_eq!(bits(&t, 2), (false, L2Mode::Ethernet, false));
         // An L3 tunnel created up starts routed.
         let mut spec = entry(15);

@@ -549,6 +549,84 @@ fn gtpu_l3_decap_skips_ethernet_input() {
     step(&mut vm, "", 0, 2);
     sluice_vnet::set_rx_redirect(&mut vm, sw, None).unwrap();
     step(&mut vm, "", 1, 1);
-    assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::RX_PACKETS), 9);
+    // The table changed after traffic, 9 -> 0 -> 9 (the entry's tables follow through
+    // IfChange::Table): 172.16.9.2 is routed in table 9 only, and table 0 drops it as
+    // ip4-lookup's no_route.
+    cli(
+        &mut vm,
+        &t,
+        "ip route add table 9 172.16.9.0/24 via 172.16.0.2 pg1",
+    );
+    let b9 = udp4([198, 51, 100, 7], [172, 16, 9, 2], 64);
+    let f9 = [under(false, false, G, &gtp(0x30, 255, 100, &[], &b9), pg0)];
+    for (c, table) in [("", 9), ("0", 0), ("9", 9)] {
+        if !c.is_empty() {
+            cli(
+                &mut vm,
+                &t,
+                &format!("set interface ip table gtpu_tunnel0 {c}"),
+            );
+        }
+        let nr = counter(&vm, "ip4-lookup", "no_route");
+        let out = usize::from(table == 9);
+        let got = run(&mut vm, &t, "pg0", "pg1", &f9, out);
+        let want = if table == 9 {
+            vec![w(&b9, 0x0800)]
+        } else {
+            vec![]
+        };
+        assert_eq!(got, want, "in table {table}");
+        let dropped = counter(&vm, "ip4-lookup", "no_route") - nr;
+        assert_eq!(dropped, 1 - out as u64, "in table {table}");
+    }
+    assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::RX_PACKETS), 12);
+    assert_eq!(in_use(&vm), 0);
+}
+
+/// Tunnels interleaved packet by packet: each packet is counted on its own tunnel's row
+/// and routed in its own tunnel's table (the decap node looks each change of tunnel up,
+/// and an IPv4 table's entry keeps the tunnel's tables): tunnel 0 routes in table 0,
+/// tunnel 1 in table 9 (a route to pg1), tunnel 2 in table 10 (no route: dropped after
+/// decap); an unknown TEID is no tunnel's.
+#[test]
+fn gtpu_interleaved_tunnels_count_and_route_each_their_own() {
+    let (mut vm, t) = routed();
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100",
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 101",
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 102",
+            "ip table add 9",
+            "ip table add 10",
+            "set interface ip table gtpu_tunnel1 9",
+            "set interface ip table gtpu_tunnel2 10",
+            "ip route add table 9 172.16.0.0/24 via 172.16.0.2 pg1",
+            "set interface state gtpu_tunnel0 up",
+            "set interface state gtpu_tunnel1 up",
+            "set interface state gtpu_tunnel2 up",
+        ],
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let teids = [100, 101, 101, 102, 100, 999, 102, 102, 100, 101, 102, 100];
+    let frames: Vec<Vec<u8>> = teids
+        .iter()
+        .zip(1u8..)
+        .map(|(&teid, i)| {
+            let p = udp4([198, 51, 100, i], [172, 16, 0, 2], 64);
+            under(false, false, G, &gtp(0x30, 255, teid, &[], &p), pg0)
+        })
+        .collect();
+    let to_pg1 = teids.iter().filter(|&&t| t == 100 || t == 101).count();
+    let got = run(&mut vm, &t, "pg0", "pg1", &frames, to_pg1);
+    assert_eq!(got.len(), to_pg1);
+    for (i, teid) in [100, 101, 102].into_iter().enumerate() {
+        let n = teids.iter().filter(|&&t| t == teid).count() as u64;
+        let name = format!("gtpu_tunnel{i}");
+        assert_eq!(if_counter(&vm, &name, ifc::RX_PACKETS), n, "{name}");
+    }
+    assert_eq!(counter(&vm, "gtpu4-input", "decapsulated"), 11);
+    assert_eq!(counter(&vm, "gtpu4-input", "no_such_tunnel"), 1);
     assert_eq!(in_use(&vm), 0);
 }

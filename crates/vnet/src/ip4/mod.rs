@@ -763,11 +763,15 @@ pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
         let _ = ctl.vrfs.set_route(old, ip, 32, Source::Adjacency, None);
     }
     ctl.shared.if_attr(i.0).fib4.store(fib, Ordering::Relaxed);
-    for ip in nbrs {
+    // The hooks see the new table even if a neighbour's route fails below.
+    let r = nbrs.into_iter().try_for_each(|ip| {
         let a = ctl.nbr_adj(i.0, ip)?;
         let _ = ctl.vrfs.set_route(fib, ip, 32, Source::Adjacency, Some(a));
-    }
-    Ok(())
+        Ok(())
+    });
+    drop(ctl);
+    crate::interface::changed(vm, i, crate::interface::IfChange::Table);
+    r
 }
 
 /// Calls `f` with every route of IPv4 table `id`.

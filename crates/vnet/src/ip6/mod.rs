@@ -600,13 +600,19 @@ pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
         ctl.del_neighbor(i.0, ip);
     }
     ctl.shared.if_attr(i.0).fib6.store(fib, Ordering::Relaxed);
-    for (a, l) in lls {
-        ctl.add_address(i.0, a, l)?;
-    }
-    for (ip, mac, st) in nbrs {
-        ctl.add_neighbor(i.0, ip, mac, st)?;
-    }
-    Ok(())
+    // The hooks see the new table even if an address or neighbour fails below.
+    let r = (|| {
+        for (a, l) in lls {
+            ctl.add_address(i.0, a, l)?;
+        }
+        for (ip, mac, st) in nbrs {
+            ctl.add_neighbor(i.0, ip, mac, st)?;
+        }
+        Ok(())
+    })();
+    drop(ctl);
+    crate::interface::changed(vm, i, crate::interface::IfChange::Table);
+    r
 }
 
 /// Calls `f` with every route of IPv6 table `id`.

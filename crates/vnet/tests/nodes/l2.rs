@@ -447,7 +447,7 @@ fn unknown_bridge_and_runts_are_dropped() {
 }
 
 /// The interface-change hook (`interface::on_change`) is called once per registered
-/// function after each admin-state, L2-mode and input-redirect change and after the
+/// function after each admin-state, L2-mode, input-redirect and table change and after the
 /// interface's deletion, with the record already holding the new state (what a plugin's
 /// copy is refreshed from); leaving a bridge domain is a change only from one.
 #[test]
@@ -486,6 +486,13 @@ fn interface_change_hook_sees_each_change_after_it_is_published() {
     );
     let drop = t.h.vm.registry.find("error-drop").unwrap();
     sluice_vnet::set_rx_redirect(&mut t.h.vm, sluice_vnet::SwIfIndex(a), Some(drop)).unwrap();
+    t.cli(
+        "ip table add 7
+         set interface ip table loop0 7
+         ip6 table add 7
+         set interface ip6 table loop0 7
+         set interface ip6 table loop0 7",
+    );
     t.cli("delete loopback interface intfc loop0");
     let seen = SEEN.lock().unwrap().clone();
     let (x, bd) = (
@@ -504,6 +511,9 @@ fn interface_change_hook_sees_each_change_after_it_is_published() {
             (a, L2Mode, true, 0, 0, 0),
             (a, L2Mode, true, 0, 0, 0),
             (a, RxRedirect, true, 0, 0, seen[5].5),
+            // Each table (the second ip6 one is no change).
+            (a, Table, true, 0, 0, seen[5].5),
+            (a, Table, true, 0, 0, seen[5].5),
             // Deleted: down, the redirect cleared.
             (a, AdminState, false, 0, 0, 0),
         ]
