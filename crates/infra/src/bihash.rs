@@ -447,47 +447,6 @@ const KEY_BIT_OCC: [u32; 1 << SLOTS] = {
 // no drop glue.
 unsafe impl ZeroValid for Bucket {}
 
-/// `key`'s digest in an array with hash key `hk` whose keys are (`prehashed`) or are not
-/// digests already ([`Array::hash`]; a loop that keeps `hk` in registers calls it directly).
-#[inline(always)]
-fn digest(hk: &FoldedKeyHash, prehashed: bool, key: u64) -> u64 {
-    if prehashed {
-        // The key is a secret-keyed digest already: one multiply by a fresh odd key
-        // re-spreads it (a rebuild with a new key regroups the buckets).
-        (key ^ hk.k[0]).wrapping_mul(hk.k[3]).rotate_left(32)
-    } else {
-        hk.hash_u64(key)
-    }
-}
-
-/// An [`Array`]'s buckets as a pointer and its mask (two registers; a `&[Bucket]` and the
-/// mask would be three and a bounds check): made only by [`Array::buckets_ref`], so any
-/// index masked with `mask` is one of the array's buckets.
-#[derive(Clone, Copy)]
-struct BucketsRef<'a> {
-    base: *const Bucket,
-    mask: usize,
-    _array: std::marker::PhantomData<&'a Array>,
-}
-
-impl<'a> BucketsRef<'a> {
-    /// Bucket `b & mask`.
-    #[inline(always)]
-    fn bucket(self, b: usize) -> &'a Bucket {
-        // SAFETY: `base` and `mask` are those of the array borrowed for `'a`
-        // (`Array::buckets_ref`), whose `mask` is its length - 1 (a power of two,
-        // `Array::new`): bucket `b & mask` is one of the buckets `base` points to, which
-        // live (and do not move) as long as the array.
-        unsafe { &*self.base.add(b & self.mask) }
-    }
-
-    /// Hints the CPU to fetch bucket `b & mask`'s first line.
-    #[inline(always)]
-    fn prefetch(self, b: usize) {
-        crate::prefetch(self.base.wrapping_add(b & self.mask));
-    }
-}
-
 /// One bucket array with its hash key.
 struct Array {
     /// The buckets, zeroed (empty): on the heap, or from 2 MiB on mapped and advised for
@@ -516,7 +475,15 @@ impl Array {
 
     #[inline(always)]
     fn hash(&self, key: u64) -> u64 {
-        digest(&self.key, self.prehashed, key)
+        if self.prehashed {
+            // The key is a secret-keyed digest already: one multiply by a fresh odd key
+            // re-spreads it (a rebuild with a new key regroups the buckets).
+            (key ^ self.key.k[0])
+                .wrapping_mul(self.key.k[3])
+                .rotate_left(32)
+        } else {
+            self.key.hash_u64(key)
+        }
     }
 
     #[inline(always)]
@@ -544,47 +511,20 @@ impl Array {
         MAX_PROBE.min(self.buckets.len())
     }
 
-    /// The buckets as a pointer and a mask, to keep in registers ([`BucketsRef`]).
-    #[inline(always)]
-    fn buckets_ref(&self) -> BucketsRef<'_> {
-        // What makes `BucketsRef::bucket`'s masked index in bounds.
-        debug_assert_eq!(self.mask + 1, self.buckets.len());
-        BucketsRef {
-            base: self.buckets.as_ptr(),
-            mask: self.mask,
-            _array: std::marker::PhantomData,
-        }
-    }
-
     /// Reader: [`Array::get_from`] with its first bucket inline and the rest (a bucket
     /// changed while read, an overflowed home) out of line: a hit in its home bucket or a miss
     /// in a home that never overflowed — nearly every lookup at this load — runs no probe
-    /// loop and keeps fewer values live in the caller. `b` is masked into the array.
+    /// loop and keeps fewer values live in the caller.
     #[inline(always)]
     fn get_home(&self, key: u64, b: usize) -> Option<u64> {
-        self.get_home_in(self.buckets_ref(), key, b)
-    }
-
-    /// [`Array::get_home`] with this array's buckets `r` held by the caller (a loop over
-    /// keys keeps them in registers).
-    #[inline(always)]
-    fn get_home_in(&self, r: BucketsRef<'_>, key: u64, b: usize) -> Option<u64> {
-        let b = b & r.mask;
-        let bk = r.bucket(b);
+        let bk = &self.buckets[b];
         let m = bk.meta.load(Ordering::Acquire);
-        // A return from each outcome (rather than one test of an `Option` after both), so
-        // that a caller's `unwrap_or` joins no flag.
-        if let Some(i) = bk.slot_of(key, m) {
-            let v = bk.values[i].load(Ordering::Relaxed);
-            fence(Ordering::Acquire);
-            if bk.meta.load(Ordering::Relaxed) == m {
-                return Some(v);
-            }
-        } else {
-            fence(Ordering::Acquire);
-            if bk.meta.load(Ordering::Relaxed) == m && overflow(m) == 0 {
-                return None;
-            }
+        let v = bk
+            .slot_of(key, m)
+            .map(|i| bk.values[i].load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if bk.meta.load(Ordering::Relaxed) == m && (v.is_some() || overflow(m) == 0) {
+            return v;
         }
         self.get_cold(key, b)
     }
@@ -821,11 +761,16 @@ impl BihashTable {
     }
 
     /// `key`'s home bucket in the published array, and (`fetch`) a hint to the CPU to
-    /// fetch both its lines ([`BihashTable::prefetch`]).
+    /// fetch both its lines as [`BihashTable::prefetch`] does: for a caller that keeps the
+    /// home and looks the key up later with [`BihashTable::lookup_home`] (or prefetches it
+    /// then, [`BihashTable::prefetch_home`]), hashing once.
     ///
     /// Safe where [`BihashTable::snapshot`]'s [`Home`] is not: the home is a bare index,
     /// masked into whatever array is published when it is used, and each call reads the
-    /// published array afresh.
+    /// published array afresh. A caller that inserts between the two steps (the ACL node
+    /// creates sessions mid-frame) may replace the array; with a single-thread [`Epochs`]
+    /// the writer frees the retired one at once, so a snapshot held across the insertion
+    /// would read freed memory. A stale home only misses (see `lookup_home`).
     #[inline(always)]
     pub fn home(&self, key: u64, fetch: bool) -> u32 {
         let a = self.array();
@@ -843,6 +788,25 @@ impl BihashTable {
         }
         // MAX_BUCKETS is 2^26: a bucket index fits 32 bits.
         b as u32
+    }
+
+    /// Hints the CPU to fetch both lines of bucket `home` (masked into the published array).
+    #[inline(always)]
+    pub fn prefetch_home(&self, home: u32) {
+        let a = self.array();
+        let p = a.buckets.as_ptr().wrapping_add(home as usize & a.mask);
+        crate::prefetch(p);
+        crate::prefetch(p.cast::<u8>().wrapping_add(64));
+    }
+
+    /// [`BihashTable::lookup`] of `key` from `home`, what [`BihashTable::home`] gave for it:
+    /// the home bucket's lookup inline, the rest out of line ([`Snapshot::get`]'s). A home
+    /// computed in another array (the table was resized since) is masked into this one and
+    /// may miss a key that is there; it never finds another key's value.
+    #[inline(always)]
+    pub fn lookup_home(&self, key: u64, home: u32) -> Option<u64> {
+        let a = self.array();
+        a.get_home(key, home as usize & a.mask)
     }
 
     /// Buckets of the published array.
@@ -911,68 +875,21 @@ impl Snapshot<'_> {
     /// what the key's real home would, never another key's value.)
     #[inline(always)]
     pub fn get(&self, key: u64, home: Home) -> Option<u64> {
-        self.a.get_home(key, home.0 as usize)
+        self.a.get_home(key, home.0 as usize & self.a.mask)
     }
 
-    /// [`BihashTable::lookup_many`] for a frame's keys in this snapshot's array: `out[i]` =
-    /// the value stored for `keys[i]`, or `miss` when there is none (the caller picks a
-    /// `miss` it never stores; the shorter slice decides how many). The keys go by chunks
-    /// of [`BATCH`]: the next chunk's keys hashed and their home buckets prefetched, then
-    /// this chunk's looked up, so each bucket is fetched [`BATCH`] to 2 × [`BATCH`] keys
-    /// before its lookup (the first chunk's just before: a caller with time to spare
-    /// earlier can prefetch them itself, with [`Snapshot::home`]).
-    ///
-    /// Out of line, so that its loops keep the array's hash key, buckets and mask in
-    /// registers whatever the caller's register pressure (inlined into a node's frame
-    /// function they were reloaded for every key, after each bucket's acquire load); the
-    /// hashes and the lookups in loops of their own, each with few values live.
-    #[inline(never)]
-    pub fn get_many(&self, keys: &[u64], out: &mut [u64], miss: u64) {
-        let a = self.a;
-        let r = a.buckets_ref();
-        // Two specialised hash loops rather than a test of `prehashed` per key.
-        let hash = |keys: &[u64], homes: &mut [usize; BATCH]| {
-            if a.prehashed {
-                hash_chunk(&a.key, true, r, keys, homes);
-            } else {
-                hash_chunk(&a.key, false, r, keys, homes);
+    /// [`BihashTable::lookup_many`] with the homes already computed (by this snapshot):
+    /// `out[i]` = the value stored for `keys[i]`, home `homes[i]` (the shortest of the three
+    /// decides how many), each bucket prefetched [`BATCH`] keys before its lookup. The
+    /// caller prefetches the first [`BATCH`] (when it computed their homes, say).
+    #[inline(always)]
+    pub fn get_many(&self, keys: &[u64], homes: &[Home], out: &mut [Option<u64>]) {
+        for (i, ((o, &k), &h)) in out.iter_mut().zip(keys).zip(homes).enumerate() {
+            if let Some(&a) = homes.get(i + BATCH) {
+                self.prefetch(a);
             }
-        };
-        let n = out.len().min(keys.len());
-        let mut homes = [[0usize; BATCH]; 2];
-        let mut chunks = keys[..n]
-            .chunks(BATCH)
-            .zip(out.chunks_mut(BATCH))
-            .peekable();
-        if let Some((ks, _)) = chunks.peek() {
-            hash(ks, &mut homes[0]);
+            *o = self.get(k, h);
         }
-        let mut c = 0;
-        while let Some((ks, os)) = chunks.next() {
-            if let Some((next, _)) = chunks.peek() {
-                hash(next, &mut homes[(c + 1) & 1]);
-            }
-            for ((o, &k), &h) in os.iter_mut().zip(ks).zip(&homes[c & 1]) {
-                *o = a.get_home_in(r, k, h).unwrap_or(miss);
-            }
-            c += 1;
-        }
-    }
-}
-
-/// [`Snapshot::get_many`]'s hashes: the homes of up to [`BATCH`] keys, each bucket
-/// prefetched.
-#[inline(always)]
-fn hash_chunk(
-    hk: &FoldedKeyHash,
-    prehashed: bool,
-    r: BucketsRef<'_>,
-    keys: &[u64],
-    homes: &mut [usize; BATCH],
-) {
-    for (h, &k) in homes.iter_mut().zip(keys) {
-        *h = digest(hk, prehashed, k) as usize & r.mask;
-        r.prefetch(*h);
     }
 }
 
@@ -1665,17 +1582,6 @@ mod tests {
             let b = s.home_only(k).0 as usize & s.a.mask;
             overflowed += (overflow(s.a.buckets[b].meta.load(Ordering::Relaxed)) != 0) as u32;
         }
-        // get_many's lookups (overflowed homes included) agree with get's.
-        let keys: Vec<u64> = (0..100_000u64).flat_map(|i| [mix(i), !mix(i)]).collect();
-        let mut out = vec![0; keys.len()];
-        s.get_many(&keys, &mut out, u64::MAX);
-        for (&k, &v) in keys.iter().zip(&out) {
-            assert_eq!(
-                v,
-                s.get(k, s.home_only(k)).unwrap_or(u64::MAX),
-                "key {k:#x}"
-            );
-        }
         // Some lookups went past their home bucket (`get_home`'s slow path).
         assert!(overflowed > 0);
     }
@@ -1727,25 +1633,6 @@ mod tests {
         assert_eq!(h.get(w.hash(1, !1)), Some(1));
         assert_eq!(h.get(w.hash(2, !2)), None);
         assert!(h.max_probe() <= MAX_PROBE);
-        // Snapshot::get_many's pre-hashed hash loop: the kept digests found with their
-        // values, the removed and never inserted ones missed (a wrong home would miss them
-        // all), far past the look-ahead.
-        {
-            // SAFETY: no other thread; the table is not written while `s` is used.
-            let s = unsafe { h.table().snapshot() };
-            const MISS: u64 = u64::MAX;
-            let keys: Vec<u64> = (0..50_000u64)
-                .flat_map(|i| [w.hash(i, !i), w.hash(i, i ^ 0x5a5a)])
-                .collect();
-            let mut out = vec![7; keys.len()];
-            s.get_many(&keys, &mut out, MISS);
-            for (j, (&k, &v)) in keys.iter().zip(&out).enumerate() {
-                let i = j as u64 / 2;
-                let want = if j % 2 == 0 && i % 2 == 1 { i } else { MISS };
-                assert_eq!(v, want, "key {j}");
-                assert_eq!(v, s.get(k, s.home_only(k)).unwrap_or(MISS), "key {j}");
-            }
-        }
         h.clear(&e);
         assert!(h.is_empty());
         assert_eq!(
@@ -1984,6 +1871,41 @@ mod tests {
         }
     }
 
+    /// `home` then `lookup_home` finds what `lookup` finds (overflowed homes included); a
+    /// home kept from before the table grew finds the key's value or nothing, never another
+    /// key's.
+    #[test]
+    fn lookup_home_is_lookup_and_a_stale_home_never_finds_another_key() {
+        let e = Epochs::new(1);
+        let mut h = Bihash::with_limit_prehashed(0, usize::MAX);
+        for i in 0..300u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let t = Arc::clone(h.table());
+        let old: Vec<u32> = (0..300u64).map(|i| t.home(mix(i), i % 2 == 0)).collect();
+        for i in 300..20_000u64 {
+            h.insert(&e, mix(i), i).unwrap();
+        }
+        let (mut found, mut lost) = (0, 0);
+        for i in 0..20_100u64 {
+            let k = mix(i);
+            let home = t.home(k, false);
+            t.prefetch_home(home);
+            assert_eq!(t.lookup_home(k, home), t.lookup(k), "key {i}");
+            if let Some(&hm) = old.get(i as usize) {
+                match t.lookup_home(k, hm) {
+                    Some(v) => {
+                        assert_eq!(v, i, "a stale home found another key's value");
+                        found += 1;
+                    }
+                    None => lost += 1,
+                }
+            }
+        }
+        // A rebuild draws a new hash key: most stale homes miss.
+        assert!(lost > 0, "stale homes: {found} found, {lost} lost");
+    }
+
     /// [`Snapshot::get`] with a home from another snapshot (another array size and hash
     /// key), of another key, or out of range finds the key's own value or nothing, never
     /// another key's value; [`Home::default`] is a valid home (bucket 0).
@@ -2086,36 +2008,20 @@ mod tests {
         let mut out = vec![Some(7); 10];
         t.lookup_many(&keys[..4], &mut out);
         assert_eq!(&out[4..], &[Some(7); 6], "only four keys looked up");
-        // Snapshot::get_many: the same (past the look-ahead too, misses as `MISS`), the
-        // shorter of keys and output deciding how many.
-        // SAFETY: this thread never quiesces while `s` is in use.
+        // Snapshot::get_many: the same, with the homes given (past the look-ahead too), and
+        // the shortest of keys, homes and output deciding how many.
+        // SAFETY: this thread never quiesces while `s` or its homes are in use.
         let s = unsafe { t.snapshot() };
-        const MISS: u64 = u64::MAX;
-        assert!(
-            keys.iter().any(|&k| t.lookup(k).is_none()),
-            "misses among the keys"
-        );
-        for n in [
-            0,
-            1,
-            BATCH - 1,
-            BATCH,
-            BATCH + 1,
-            2 * BATCH,
-            3 * BATCH + 5,
-            300,
-        ] {
-            let mut out = vec![7; n];
-            s.get_many(&keys, &mut out, MISS);
-            let want: Vec<_> = keys[..n]
-                .iter()
-                .map(|&k| t.lookup(k).unwrap_or(MISS))
-                .collect();
+        let homes: Vec<Home> = keys.iter().map(|&k| s.home_only(k)).collect();
+        for n in [0, 1, BATCH - 1, BATCH, BATCH + 1, 3 * BATCH + 5, 300] {
+            let mut out = vec![Some(7); n];
+            s.get_many(&keys, &homes, &mut out);
+            let want: Vec<_> = keys[..n].iter().map(|&k| t.lookup(k)).collect();
             assert_eq!(out, want, "n = {n}");
-            let mut out = vec![7; 300];
-            s.get_many(&keys[..n], &mut out, MISS);
-            assert_eq!(out[..n], want, "n = {n} keys");
-            assert!(out[n..].iter().all(|&v| v == 7), "only {n} looked up");
+            let mut out = vec![Some(7); 300];
+            s.get_many(&keys, &homes[..n], &mut out);
+            assert_eq!(out[..n], want, "n = {n} homes");
+            assert!(out[n..].iter().all(|&v| v == Some(7)), "only {n} looked up");
         }
     }
 

@@ -1,9 +1,9 @@
 //! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
-//! time in three passes: the frame's distinct keys (the first [`BUCKETS_AHEAD`] of each
-//! kind hashed and their buckets prefetched), the L2 FIB lookups of those keys in a loop of
-//! their own (`bihash::Snapshot::get_many`, each key hashed and its bucket prefetched
-//! [`BUCKETS_AHEAD`] keys ahead), then the decisions; a destination (source) equal to the
-//! packet before's is not looked up again.
+//! time in three passes: the frame's distinct keys and their home buckets
+//! (`bihash::Snapshot::home_only`), the L2 FIB lookups of those keys in a loop of their own
+//! (`Snapshot::get_many`, each bucket prefetched [`BUCKETS_AHEAD`] keys ahead), then the
+//! decisions; a destination (source) equal to the packet before's is neither hashed nor
+//! looked up again.
 //! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //! - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
 //!   for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
@@ -17,10 +17,10 @@
 //!   `learn_events` (info), `runt` (shorter than an Ethernet header: never from
 //!   `ethernet-input`, counted rather than trusted).
 
-use super::{BdCfg, L2Shared, NOT_LOOKED_UP, NO_ENTRY, STATIC};
+use super::{BdCfg, L2Shared, STATIC};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::{Cx, FrameScratch, Next, NodeFn, PREFETCH_AHEAD};
-use sluice_infra::bihash::Snapshot;
+use sluice_infra::bihash::{Home, Snapshot};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -96,13 +96,14 @@ pub(super) struct State {
     pending: Vec<(u64, u32)>,
     /// Per frame, by packet: its lookups (`LOOK_*`, `NEW_*`).
     plan: [u8; sluice_graph::FRAME_SIZE],
-    /// Per frame, the distinct keys in packet order (one for each run of a MAC) and what
-    /// the FIB holds for them ([`NO_ENTRY`] for none): the destination keys from 0, the
-    /// source keys from `FRAME_SIZE` in pass 1, moved down to follow the destination keys
-    /// for pass 2, which looks them all up in one loop (its look-ahead runs on from the
-    /// destination keys into the source keys).
+    /// Per frame, the distinct keys in packet order (one for each run of a MAC), their
+    /// home buckets in the FIB snapshot of the frame and what the FIB holds for them: the
+    /// destination keys from 0, the source keys from `FRAME_SIZE` in pass 1, moved down
+    /// to follow the destination keys for pass 2, which looks them all up in one loop (its
+    /// look-ahead runs on from the destination keys into the source keys).
     keys: [u64; 2 * sluice_graph::FRAME_SIZE],
-    vals: [u64; 2 * sluice_graph::FRAME_SIZE],
+    homes: [Home; 2 * sluice_graph::FRAME_SIZE],
+    vals: [Option<u64>; 2 * sluice_graph::FRAME_SIZE],
     /// Per frame: packets forwarded to a known MAC (counted once per frame).
     forwarded: u64,
 }
@@ -127,7 +128,8 @@ impl L2Input {
                 pending: Vec::with_capacity(F),
                 plan: [0; F],
                 keys: [0; 2 * F],
-                vals: [NO_ENTRY; 2 * F],
+                homes: [Home::default(); 2 * F],
+                vals: [None; 2 * F],
                 forwarded: 0,
             },
         }
@@ -203,28 +205,18 @@ sluice_graph::counters! {
 }
 
 /// Appends key `k` to a frame's distinct destination (`at` 0) or source (`at`
-/// `FRAME_SIZE`) keys in `keys` (`i` of them so far), its home bucket prefetched for the
-/// first [`BUCKETS_AHEAD`] of each kind (`Snapshot::get_many` prefetches the others).
+/// `FRAME_SIZE`) keys in `keys`, `homes` (`i` of them so far): its home bucket,
+/// prefetched for the first [`BUCKETS_AHEAD`] of each kind (`Snapshot::get_many`
+/// prefetches the others).
 #[inline(always)]
-fn push_key(
-    fib: &Snapshot<'_>,
-    keys: &mut [u64; 2 * sluice_graph::FRAME_SIZE],
-    at: usize,
-    i: usize,
-    k: u64,
-) {
+fn push_key(fib: &Snapshot<'_>, keys: &mut [u64], homes: &mut [Home], at: usize, i: usize, k: u64) {
+    let h = fib.home_only(k);
     if i < BUCKETS_AHEAD {
-        prefetch_key(fib, k);
+        fib.prefetch(h);
     }
-    // `at + i` < 2 × `FRAME_SIZE` (`i` < `FRAME_SIZE`): the mask only spares a bounds check.
-    keys[(at + i) & (2 * sluice_graph::FRAME_SIZE - 1)] = k;
-}
-
-/// Prefetches `k`'s home bucket: out of line, so that the hash's registers are not taken
-/// from pass 1's loop for the few keys a frame prefetches there.
-#[inline(never)]
-fn prefetch_key(fib: &Snapshot<'_>, k: u64) {
-    fib.home(k);
+    if let (Some(kk), Some(hh)) = (keys.get_mut(at + i), homes.get_mut(at + i)) {
+        (*kk, *hh) = (k, h);
+    }
 }
 
 /// The L2 FIB key of the 6-byte MAC at `h[at..at + 6]` in bridge domain `bd`: one 8-byte
@@ -287,7 +279,7 @@ impl NodeFn for L2Input {
                     let k = key_at(h, 0, bd);
                     if k != dk {
                         dk = k;
-                        push_key(&fib, &mut st.keys, 0, nd, k);
+                        push_key(&fib, &mut st.keys, &mut st.homes, 0, nd, k);
                         nd += 1;
                         p |= NEW_DST;
                     }
@@ -297,7 +289,7 @@ impl NodeFn for L2Input {
                     let k = key_at(h, 6, bd);
                     if k != sk {
                         sk = k;
-                        push_key(&fib, &mut st.keys, F, ns, k);
+                        push_key(&fib, &mut st.keys, &mut st.homes, F, ns, k);
                         ns += 1;
                         p |= NEW_SRC;
                     }
@@ -317,12 +309,13 @@ impl NodeFn for L2Input {
             // prefetches of them may be gone from L1 after the destination keys' lookups).
             if ns != 0 && nd != F {
                 st.keys.copy_within(F..F + ns, nd);
+                st.homes.copy_within(F..F + ns, nd);
             }
             let m = nd + ns;
-            fib.get_many(&st.keys[..m], &mut st.vals[..m], NO_ENTRY);
+            fib.get_many(&st.keys[..m], &st.homes[..m], &mut st.vals[..m]);
             // The current destination and source keys' places in the distinct keys, and what
             // the FIB held for them.
-            let (mut di, mut dv, mut si, mut sv) = (0usize, NO_ENTRY, nd, NO_ENTRY);
+            let (mut di, mut dv, mut si, mut sv) = (0usize, None, nd, None);
             let mut sk = 0;
             for (j, (&bi, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
                 let p = st.plan[j];
@@ -331,16 +324,17 @@ impl NodeFn for L2Input {
                 }
                 // SAFETY: as above.
                 let mut v = unsafe { arena.buffer_at(addrs, j, bi) };
-                // `di`, `si` < 2 × `FRAME_SIZE`: the masks only spare bounds checks.
-                const M: usize = 2 * sluice_graph::FRAME_SIZE - 1;
+                let mut dst = None;
                 if p & NEW_DST != 0 {
-                    dv = st.vals[di & M];
+                    dv = st.vals.get(di).copied().flatten();
                     di += 1;
                 }
-                let dst = if p & LOOK_DST != 0 { dv } else { NOT_LOOKED_UP };
+                if p & LOOK_DST != 0 {
+                    dst = Some(dv);
+                }
                 if p & NEW_SRC != 0 {
-                    sk = st.keys[si & M];
-                    sv = st.vals[si & M];
+                    sk = st.keys.get(si).copied().unwrap_or(0);
+                    sv = st.vals.get(si).copied().flatten();
                     si += 1;
                 }
                 if p & LOOK_SRC != 0 {
@@ -371,15 +365,18 @@ impl NodeFn for L2Input {
 }
 
 impl State {
-    /// Learning: queues an event for source key `k` (FIB value `v`, [`NO_ENTRY`] for none)
-    /// of a frame received on `b`'s rx interface, unless the entry is static or fresh for
-    /// that interface.
+    /// Learning: queues an event for source key `k` (FIB value `v`) of a frame received on
+    /// `b`'s rx interface, unless the entry is static or fresh for that interface.
     #[inline(always)]
-    fn learn(&mut self, cx: &mut Cx, b: &Buffer<'_>, k: u64, v: u64, now: u32) {
+    fn learn(&mut self, cx: &mut Cx, b: &Buffer<'_>, k: u64, v: Option<u64>, now: u32) {
         let rx = b.hdr.rx_if;
-        let stale = v == NO_ENTRY
-            || v & STATIC == 0
-                && ((v as u32) != rx || now.wrapping_sub((v >> 40) as u32 & 0xff_ffff) > 10);
+        let stale = match v {
+            None => true,
+            Some(v) => {
+                v & STATIC == 0
+                    && ((v as u32) != rx || now.wrapping_sub((v >> 40) as u32 & 0xff_ffff) > 10)
+            }
+        };
         if !stale {
             return;
         }
@@ -396,10 +393,16 @@ impl State {
     }
 
     /// A bridged packet (`l2.bd_index` non-zero): forward, flood, filter or drop.
-    /// `dst` is what the FIB holds for its destination when it was looked up ([`NO_ENTRY`]:
-    /// nothing; [`NOT_LOOKED_UP`]: broadcast/multicast, runt or unknown bridge domain).
+    /// `dst` is what the FIB holds for its destination when it was looked up (`None`:
+    /// not looked up: broadcast/multicast, runt or unknown bridge domain).
     #[inline(always)]
-    fn bridge(&mut self, cx: &mut Cx, b: &mut Buffer<'_>, f: BdFlags, dst: u64) -> Next {
+    fn bridge(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        f: BdFlags,
+        dst: Option<Option<u64>>,
+    ) -> Next {
         let bd = b.hdr.l2.bd_index;
         if !f.on {
             b.hdr.error = cx.error(L2Counter::NoMember);
@@ -412,9 +415,8 @@ impl State {
         let rx = b.hdr.rx_if;
         let flood = match dst {
             // Broadcast or multicast.
-            NOT_LOOKED_UP => f.flood,
-            NO_ENTRY => f.uu_flood,
-            v if f.forward => {
+            None => f.flood,
+            Some(Some(v)) if f.forward => {
                 let tx = v as u32;
                 if tx == rx {
                     b.hdr.error = cx.error(L2Counter::Filtered);
@@ -436,7 +438,7 @@ impl State {
                 b.hdr.tx_if = tx;
                 return self.output(tx);
             }
-            _ => f.uu_flood,
+            Some(_) => f.uu_flood,
         };
         if !flood {
             b.hdr.error = cx.error(L2Counter::UuDropped);

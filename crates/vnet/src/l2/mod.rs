@@ -44,25 +44,9 @@ pub fn key(mac: &[u8], bd: u16) -> u64 {
     u64::from_be_bytes(k) | ((bd as u64) << 48)
 }
 
-/// What `l2-input`'s lookups return for a MAC the L2 FIB does not hold: never a [`value`]
-/// (which leaves bits 33..40 clear).
-const NO_ENTRY: u64 = 1 << 33;
-
-/// What `l2-input` takes for a destination it did not look up (broadcast, multicast, runt,
-/// unknown bridge domain): never a [`value`], nor [`NO_ENTRY`].
-const NOT_LOOKED_UP: u64 = NO_ENTRY << 1;
-
-/// An L2 FIB value: the interface, the static flag (bit 32) and the stamp (bits 40..64).
 fn value(sw_if: u32, is_static: bool, stamp: u32) -> u64 {
     sw_if as u64 | if is_static { STATIC } else { 0 } | ((stamp as u64 & 0xff_ffff) << 40)
 }
-
-// Every bit [`value`] may set is clear in both sentinels: `l2-input` tells a FIB entry, a
-// miss and a destination it did not look up apart by these values alone.
-const _: () = assert!(
-    (u32::MAX as u64 | STATIC | 0xff_ffff << 40) & (NO_ENTRY | NOT_LOOKED_UP) == 0
-        && NO_ENTRY != NOT_LOOKED_UP
-);
 
 /// Per-bridge-domain settings as the data plane sees them.
 #[derive(Clone, Debug, Default)]

@@ -39,25 +39,6 @@ pub(super) fn frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
     f
 }
 
-/// [`frame`] whose last byte is `tag`: its copies are told apart by [`tagged_out`].
-fn tagged(dst: [u8; 6], src: [u8; 6], tag: u8) -> Vec<u8> {
-    let mut f = frame(dst, src);
-    let last = f.len() - 1;
-    f[last] = tag;
-    f
-}
-
-/// What went to `interface-output`: (the frame's last byte, its tx interface), sorted.
-fn tagged_out(t: &NodeTest) -> Vec<(u8, u32)> {
-    let mut got: Vec<(u8, u32)> = t
-        .arc("interface-output")
-        .iter()
-        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
-        .collect();
-    got.sort();
-    got
-}
-
 pub(super) const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 pub(super) const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
@@ -113,69 +94,6 @@ fn bridge_forwards_to_a_known_mac_and_filters_hairpins() {
     t.assert_no_leaks();
 }
 
-/// `flood` and `uu-flood` are told apart: with `flood 1 uu-flood 0` a broadcast (never
-/// looked up) is flooded and an unknown unicast (looked up, no entry) is dropped as
-/// `uu_dropped`; with `flood 0 uu-flood 1` the other way round. Treating a broadcast as an
-/// unknown unicast (or the reverse) sends each frame the wrong way.
-#[test]
-fn broadcast_follows_flood_and_unknown_unicast_follows_uu_flood() {
-    const C: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
-    for (flood, uu_flood) in [(1, 0), (0, 1)] {
-        let (mut t, [l0, l1, l2]) = three_ports();
-        t.cli(&format!(
-            "create bridge-domain 1 flood {flood} uu-flood {uu_flood}
-             set interface l2 bridge loop0 1
-             set interface l2 bridge loop1 1
-             set interface l2 bridge loop2 1"
-        ));
-        receive(
-            &mut t,
-            l0,
-            1,
-            0,
-            &[tagged([0xff; 6], A, 1), tagged(C, A, 2)],
-        );
-        let flooded = if flood == 1 { 1 } else { 2 };
-        assert_eq!(
-            tagged_out(&t),
-            [(flooded, l1), (flooded, l2)],
-            "flood {flood}"
-        );
-        assert_eq!(t.drops(), [("l2-input".to_string(), "uu_dropped")]);
-        t.assert_counters(&[("flooded", 1), ("uu_dropped", 1), ("learn_events", 1)]);
-        t.assert_no_leaks();
-    }
-}
-
-/// With `forward 0` a known destination takes the unknown-unicast path: dropped as
-/// `uu_dropped` under `uu-flood 0`, flooded under `uu-flood 1`, never forwarded to the port
-/// the L2 FIB names.
-#[test]
-fn forward_off_sends_a_known_mac_the_unknown_unicast_way() {
-    for uu_flood in [0, 1] {
-        let (mut t, [l0, l1, l2]) = three_ports();
-        t.cli(&format!(
-            "create bridge-domain 1 forward 0 flood 1 uu-flood {uu_flood}
-             set interface l2 bridge loop0 1
-             set interface l2 bridge loop1 1
-             set interface l2 bridge loop2 1
-             l2fib add 02:00:00:00:00:0b 1 loop1 static
-             l2fib add 02:00:00:00:00:0a 1 loop0 static"
-        ));
-        receive(&mut t, l0, 1, 0, &[tagged(B, A, 1)]);
-        let out = tagged_out(&t);
-        if uu_flood == 1 {
-            assert_eq!(out, [(1, l1), (1, l2)]);
-            t.assert_counters(&[("flooded", 1)]);
-        } else {
-            assert_eq!(out, []);
-            assert_eq!(t.drops(), [("l2-input".to_string(), "uu_dropped")]);
-            t.assert_counters(&[("uu_dropped", 1)]);
-        }
-        t.assert_no_leaks();
-    }
-}
-
 /// `l2-input` looks a key up once for a run of packets with the same destination (or
 /// source): every packet of a frame that mixes runs of known, unknown and broadcast
 /// destinations still goes where its own destination says, and a run of one source learns
@@ -199,10 +117,20 @@ fn runs_of_one_destination_in_a_frame_each_go_to_their_own_port() {
         .iter()
         .zip(&srcs)
         .enumerate()
-        .map(|(i, (&d, &s))| tagged(d, s, i as u8))
+        .map(|(i, (&d, &s))| {
+            let mut f = frame(d, s);
+            let last = f.len() - 1;
+            f[last] = i as u8;
+            f
+        })
         .collect();
     receive(&mut t, l0, 1, 0, &frames);
-    let got = tagged_out(&t);
+    let mut got: Vec<(u8, u32)> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
+        .collect();
+    got.sort();
     let mut want = Vec::new();
     for (i, d) in dsts.iter().enumerate() {
         match *d {
@@ -277,14 +205,22 @@ fn a_long_frame_across_two_bridge_domains_and_two_rx_ports() {
     let bufs: Vec<BufIdx> = (0..n)
         .map(|i| {
             let (bd, rx, dst, src) = pkt(i);
-            t.packet(&tagged(dst, src, i as u8), |h| {
+            let mut f = frame(dst, src);
+            let last = f.len() - 1;
+            f[last] = i as u8;
+            t.packet(&f, |h| {
                 h.rx_if = rx;
                 h.l2.bd_index = bd;
             })
         })
         .collect();
     t.inject(&bufs);
-    let got = tagged_out(&t);
+    let mut got: Vec<(u8, u32)> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
+        .collect();
+    got.sort();
     let mut want = Vec::new();
     let (mut forwarded, mut flooded, mut filtered, mut learns) = (0, 0, 0, 0);
     let mut last_rx = std::collections::HashMap::new();
