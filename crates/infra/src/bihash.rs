@@ -761,18 +761,9 @@ impl BihashTable {
     }
 
     /// `key`'s home bucket in the published array, and (`fetch`) a hint to the CPU to
-    /// fetch both its lines as [`BihashTable::prefetch`] does: for a caller that keeps the
-    /// home and looks the key up later with [`BihashTable::lookup_home`] (or prefetches it
-    /// then, [`BihashTable::prefetch_home`]), hashing once.
-    ///
-    /// Safe where [`BihashTable::snapshot`]'s [`Home`] is not: the home is a bare index,
-    /// masked into whatever array is published when it is used, and each call reads the
-    /// published array afresh. A caller that inserts between the two steps (the ACL node
-    /// creates sessions mid-frame) may replace the array; with a single-thread [`Epochs`]
-    /// the writer frees the retired one at once, so a snapshot held across the insertion
-    /// would read freed memory. A stale home only misses (see `lookup_home`).
+    /// fetch both its lines.
     #[inline(always)]
-    pub fn home(&self, key: u64, fetch: bool) -> u32 {
+    fn home(&self, key: u64, fetch: bool) -> u32 {
         let a = self.array();
         let b = a.home(key);
         if fetch {
@@ -788,25 +779,6 @@ impl BihashTable {
         }
         // MAX_BUCKETS is 2^26: a bucket index fits 32 bits.
         b as u32
-    }
-
-    /// Hints the CPU to fetch both lines of bucket `home` (masked into the published array).
-    #[inline(always)]
-    pub fn prefetch_home(&self, home: u32) {
-        let a = self.array();
-        let p = a.buckets.as_ptr().wrapping_add(home as usize & a.mask);
-        crate::prefetch(p);
-        crate::prefetch(p.cast::<u8>().wrapping_add(64));
-    }
-
-    /// [`BihashTable::lookup`] of `key` from `home`, what [`BihashTable::home`] gave for it:
-    /// the home bucket's lookup inline, the rest out of line ([`Snapshot::get`]'s). A home
-    /// computed in another array (the table was resized since) is masked into this one and
-    /// may miss a key that is there; it never finds another key's value.
-    #[inline(always)]
-    pub fn lookup_home(&self, key: u64, home: u32) -> Option<u64> {
-        let a = self.array();
-        a.get_home(key, home as usize & a.mask)
     }
 
     /// Buckets of the published array.
@@ -1869,41 +1841,6 @@ mod tests {
             assert_eq!(s.get(mix(i), hm), Some(i), "old value of key {i}");
             assert_eq!(t.lookup(mix(i)), Some(!i));
         }
-    }
-
-    /// `home` then `lookup_home` finds what `lookup` finds (overflowed homes included); a
-    /// home kept from before the table grew finds the key's value or nothing, never another
-    /// key's.
-    #[test]
-    fn lookup_home_is_lookup_and_a_stale_home_never_finds_another_key() {
-        let e = Epochs::new(1);
-        let mut h = Bihash::with_limit_prehashed(0, usize::MAX);
-        for i in 0..300u64 {
-            h.insert(&e, mix(i), i).unwrap();
-        }
-        let t = Arc::clone(h.table());
-        let old: Vec<u32> = (0..300u64).map(|i| t.home(mix(i), i % 2 == 0)).collect();
-        for i in 300..20_000u64 {
-            h.insert(&e, mix(i), i).unwrap();
-        }
-        let (mut found, mut lost) = (0, 0);
-        for i in 0..20_100u64 {
-            let k = mix(i);
-            let home = t.home(k, false);
-            t.prefetch_home(home);
-            assert_eq!(t.lookup_home(k, home), t.lookup(k), "key {i}");
-            if let Some(&hm) = old.get(i as usize) {
-                match t.lookup_home(k, hm) {
-                    Some(v) => {
-                        assert_eq!(v, i, "a stale home found another key's value");
-                        found += 1;
-                    }
-                    None => lost += 1,
-                }
-            }
-        }
-        // A rebuild draws a new hash key: most stale homes miss.
-        assert!(lost > 0, "stale homes: {found} found, {lost} lost");
     }
 
     /// [`Snapshot::get`] with a home from another snapshot (another array size and hash
