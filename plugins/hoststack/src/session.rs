@@ -501,11 +501,9 @@ pub struct SessionMain {
     pub tcp_listeners: Table<(IpAddr, u16)>,
     /// TCP ports in use (listeners and connections).
     pub tcp_ports: Table<(bool, u16)>,
-    /// Events full event queues refused (data, accept and tx-space events), retried by
-    /// `session-queue` every [`RETRY_EVERY`] until queued ([`SessionMain::retry_events`]).
-    pub(crate) evq_retry: Vec<Refused>,
-    /// Set when an event is filed for a retry: makes `session-queue` active to arm its
-    /// retry timer.
+    /// Set when an event is filed for a retry on thread 0 ([`SessionWorker::evq_retry`]):
+    /// makes its `session-queue` active to arm its retry timer (a worker is kicked through
+    /// its `tcp_kick`).
     pub retry_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Sessions a thread's table may hold: [`MAX_SESSIONS`] (`None`), smaller in tests.
     pub(crate) sess_limit: Option<usize>,
@@ -638,6 +636,13 @@ pub struct SessionWorker {
     pub tcp_count: u32,
     /// This thread's TCP counters (`show session` sums them: [`SessionMain::tcp_stats`]).
     pub tcp_stats: TcpGlobal,
+    /// Events a full app event queue of this thread refused (data, accept and tx-space
+    /// events of the slots whose owner is this thread, [`AppConn::owner`]), retried by
+    /// this thread's `session-queue` every [`RETRY_EVERY`] until queued
+    /// ([`SessionMain::retry_events`]): each app queue has one producer, its thread, for
+    /// retries too (thread 0 retried every thread's before; see docs/hoststack.md,
+    /// *Session 17*).
+    pub(crate) evq_retry: Vec<Refused>,
 }
 
 /// A control request thread 0 hands to the thread that owns the connection it acts on
@@ -1124,10 +1129,11 @@ impl SessionMain {
     }
 
     /// Files `event` for slot `slot` of application `a`, which its full event queue
-    /// refused ([`AppConn::notify`]), for `session-queue` to queue every [`RETRY_EVERY`]:
-    /// no later event may come for the slot (the peer may have sent its last data). Not
-    /// for a dead application: nobody reads its queue, and a retry would wake the thread
-    /// while its connections linger.
+    /// refused ([`AppConn::notify`]), for the `session-queue` of the thread whose queue it
+    /// is (the slot's owner) to queue every [`RETRY_EVERY`]: no later event may come for
+    /// the slot (the peer may have sent its last data). Not for a dead application:
+    /// nobody reads its queue, and a retry would wake the thread while its connections
+    /// linger.
     pub(crate) fn refused(&mut self, a: u32, slot: u32, event: u32) {
         let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
             return;
@@ -1138,36 +1144,56 @@ impl SessionMain {
             slot,
             event,
         };
-        if !app.dead && !self.evq_retry.contains(&r) {
-            self.evq_retry.push(r);
+        // The queue `push_event` used: the slot's owner (0 for one without a table here).
+        let t = app.owner(slot) as usize;
+        let t = if t < self.workers.len() { t } else { 0 };
+        if app.dead || self.workers[t].evq_retry.contains(&r) {
+            return;
+        }
+        self.workers[t].evq_retry.push(r);
+        if t == 0 {
             self.retry_kick
                 .store(true, std::sync::atomic::Ordering::Release);
-            // Only thread 0's `session-queue` reads the kick: a worker filing the retry wakes
+            // Thread 0's `session-queue` reads this kick: a worker filing the retry wakes
             // it, else the retry waits for its next session-process tick (10 ms).
             if self.workers.len() > 1 {
                 if let Some(w) = self.graph.as_ref().and_then(|g| g.wakers.first()) {
                     w.wake_if_sleeping();
                 }
             }
+        } else {
+            self.kick_worker(t);
         }
     }
 
     /// Forgets the refused events of slot `slot` of application `a`: the slot was released,
-    /// so they belong to a session that is gone, not to the slot's next owner.
+    /// so they belong to a session that is gone, not to the slot's next owner. Every
+    /// thread's list is looked at (they are empty but while an application is behind).
     pub(crate) fn drop_retries(&mut self, a: u32, slot: u32) {
-        self.evq_retry.retain(|r| !(r.app == a && r.slot == slot));
+        for w in self.workers.iter_mut() {
+            w.evq_retry.retain(|r| !(r.app == a && r.slot == slot));
+        }
     }
 
-    /// Queues the events full event queues refused, if there is room now (their slots'
-    /// sessions are still the same: [`Self::drop_retries`]). A dead application gets none.
-    pub(crate) fn retry_events(&mut self) {
-        // Filtered in place: the list keeps its allocation between retries.
+    /// Queues the events thread `t`'s full event queues refused, if there is room now
+    /// (their slots' sessions are still the same: [`Self::drop_retries`]). A dead
+    /// application gets none.
+    pub(crate) fn retry_events(&mut self, t: usize) {
         let apps = &self.apps;
-        self.evq_retry.retain(|r| {
+        let Some(w) = self.workers.get_mut(t) else {
+            return;
+        };
+        // Filtered in place: the list keeps its allocation between retries.
+        w.evq_retry.retain(|r| {
             apps.get(r.app as usize)
                 .and_then(|x| x.as_ref())
                 .is_some_and(|app| !app.dead && !app.push_event(r.event))
         });
+    }
+
+    /// Events awaiting a retry on every thread (`show session verbose`).
+    pub fn evq_awaiting(&self) -> usize {
+        self.workers.iter().map(|w| w.evq_retry.len()).sum()
     }
 
     /// Whether control requests may come: an application is attached (and alive) or a
@@ -1949,7 +1975,9 @@ impl SessionMain {
             }
         }
         if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.take()) {
-            self.evq_retry.retain(|r| r.app != a);
+            for w in self.workers.iter_mut() {
+                w.evq_retry.retain(|r| r.app != a);
+            }
             for (t, e) in app.sluice_efds.into_iter().enumerate() {
                 if t == 0 {
                     self.irq_del.push(e);
@@ -2393,16 +2421,16 @@ pub(crate) mod tests {
         // Filed once, however often it is refused.
         sm.refused(0, 1, 1);
         sm.refused(0, 1, 1);
-        assert_eq!(sm.evq_retry.len(), 1);
+        assert_eq!(sm.workers[0].evq_retry.len(), 1);
         assert_eq!(sm.evq_refused, 2, "each refusal counted");
         let pop_all = |sm: &SessionMain| {
             let q = sm.apps[0].as_ref().unwrap().app_evq(0).unwrap();
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
         };
         pop_all(&sm);
-        sm.retry_events();
+        sm.retry_events(0);
         assert_eq!(pop_all(&sm), [1]);
-        assert!(sm.evq_retry.is_empty());
+        assert!(sm.workers[0].evq_retry.is_empty());
     }
 
     #[test]
@@ -2417,7 +2445,7 @@ pub(crate) mod tests {
         let (rx, _) = app.fifos(slot).unwrap();
         assert!(!app.notify(&rx, slot), "refused");
         sm.refused(0, slot, slot);
-        assert_eq!(sm.evq_retry.len(), 1);
+        assert_eq!(sm.workers[0].evq_retry.len(), 1);
         // The session closes; a new one gets the same slot before the retry.
         sm.close(a, &mut ports);
         let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
@@ -2427,13 +2455,13 @@ pub(crate) mod tests {
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
         };
         pop_all(&sm); // the application caught up
-        sm.retry_events();
+        sm.retry_events(0);
         assert_eq!(
             pop_all(&sm),
             [],
             "the last owner's event for the new session"
         );
-        assert!(sm.evq_retry.is_empty());
+        assert!(sm.workers[0].evq_retry.is_empty());
     }
 
     #[test]
@@ -2478,7 +2506,7 @@ pub(crate) mod tests {
         tx.want_space();
         // The last space was freed (the FIFO is empty): no later freeing will try again.
         sm.notify_tx_space(0, 1);
-        sm.retry_events(); // still full
+        sm.retry_events(0); // still full
         let a = sm.apps[0].as_ref().unwrap();
         let q = a.app_evq(0).unwrap();
         let mut got = vec![];
@@ -2487,12 +2515,12 @@ pub(crate) mod tests {
         }
         assert!(!got.contains(&1), "queued while the queue was full?");
         // The application caught up: session-queue's next poll delivers the event, once.
-        sm.retry_events();
-        sm.retry_events();
+        sm.retry_events(0);
+        sm.retry_events(0);
         let a = sm.apps[0].as_ref().unwrap();
         let q = a.app_evq(0).unwrap();
         assert_eq!((q.pop(), q.pop()), (Some(1), None));
-        assert!(sm.evq_retry.is_empty());
+        assert!(sm.workers[0].evq_retry.is_empty());
         // The application read the slot: its event mark is clear, so the next event is
         // pushed (not merged into a pending one).
         a.fifos(1).unwrap().0.clear_event();
@@ -2516,7 +2544,10 @@ pub(crate) mod tests {
             !std::iter::from_fn(|| q.pop()).any(|e| e == 1),
             "the push was refused (the queue was full)"
         );
-        assert!(sm.evq_retry.is_empty(), "a retry for a dead application");
+        assert!(
+            sm.workers[0].evq_retry.is_empty(),
+            "a retry for a dead application"
+        );
     }
 
     /// Drains what Sluice sent the application; returns the messages.

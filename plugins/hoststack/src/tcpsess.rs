@@ -981,10 +981,10 @@ pub(crate) fn rearm(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn seg(seq: u32, ack: u32, flags: TcpFlags) -> Seg<'static> {
+    pub(crate) fn seg(seq: u32, ack: u32, flags: TcpFlags) -> Seg<'static> {
         Seg {
             seq,
             ack,
@@ -1416,7 +1416,11 @@ mod tests {
             !got.is_empty() && got.iter().all(|&e| e == 0),
             "the queue was full: {got:?}"
         );
-        assert_eq!(sm.evq_retry.len(), 1, "the accept was refused and filed");
+        assert_eq!(
+            sm.workers[0].evq_retry.len(),
+            1,
+            "the accept was refused and filed"
+        );
         // Data comes before the retry: its event waits behind the accept's.
         let data = Seg {
             data: b"hello",
@@ -1428,9 +1432,62 @@ mod tests {
             [],
             "no data event for a slot not yet accepted"
         );
-        sm.retry_events();
+        sm.retry_events(0);
         assert_eq!(app_events(&sm), [seg::EVENT_ACCEPT | slot]);
-        assert!(sm.evq_retry.is_empty());
+        assert!(sm.workers[0].evq_retry.is_empty());
+    }
+
+    /// Fills thread `t`'s app event queue of application 0 after taking what it held (the
+    /// events' slot marks cleared, as the library does); returns what it held.
+    pub(crate) fn fill_queue(sm: &SessionMain, t: u32) -> Vec<u32> {
+        let a = sm.apps[0].as_ref().unwrap();
+        let q = a.app_evq(t).unwrap();
+        let held: Vec<u32> = std::iter::from_fn(|| q.pop()).collect();
+        for e in &held {
+            a.fifos(e & !seg::EVENT_ACCEPT).unwrap().0.clear_event();
+        }
+        while q.push(0) {} // slot 0's (the listener's) events: the application is behind
+        held
+    }
+
+    /// Two threads: a data event worker 1's full queue refused is filed on worker 1 and
+    /// retried by worker 1 into its own queue (each app queue has one producer, for
+    /// retries too); thread 0's retry leaves it, and the worker is kicked to arm its
+    /// timer. Fails with one list retried by thread 0 (as before session 17).
+    #[test]
+    fn a_refused_event_is_retried_by_the_thread_whose_queue_refused_it() {
+        let (mut sm, _peer) = crate::session::tests::with_app_on(2);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &crate::session::tests::locals())
+            .unwrap();
+        let (sid, slot, r, snd) = accepted_on(&mut sm, l, 1, 4000..4200, 1)[0];
+        assert_eq!(crate::session::handle_thread(sid), 1);
+        assert_eq!(fill_queue(&sm, 1), [seg::EVENT_ACCEPT | slot]);
+        sm.workers[1].tcp_kick.store(false, Ordering::Release);
+        let data = Seg {
+            data: b"hello",
+            ..seg(778, snd, TcpFlags::ACK | TcpFlags::PSH)
+        };
+        sm.tcp_input(l, r, &data, Instant::now()).unwrap();
+        let filed = |sm: &SessionMain| [0, 1].map(|t| sm.workers[t].evq_retry.len());
+        assert_eq!(filed(&sm), [0, 1], "filed on the queue's thread");
+        assert!(sm.workers[1].tcp_kick.load(Ordering::Acquire), "not kicked");
+        assert!(
+            fill_queue(&sm, 1).iter().all(|&e| e == 0),
+            "the data event was refused"
+        );
+        // The application catches up (queue 1 empty).
+        let q1 = || sm.apps[0].as_ref().unwrap().app_evq(1).unwrap();
+        while q1().pop().is_some() {}
+        sm.retry_events(0);
+        let q1 = sm.apps[0].as_ref().unwrap().app_evq(1).unwrap();
+        assert_eq!(q1.pop(), None, "thread 0 pushed into worker 1's queue");
+        assert_eq!(filed(&sm), [0, 1]);
+        sm.retry_events(1);
+        let q1 = sm.apps[0].as_ref().unwrap().app_evq(1).unwrap();
+        assert_eq!(q1.pop(), Some(slot), "the worker's retry queued it");
+        assert_eq!(filed(&sm), [0, 0]);
+        assert_eq!(sm.evq_awaiting(), 0);
     }
 
     /// Issue 19's half-close flake (`preload_half_close_with_the_kernel`): the application
@@ -1563,7 +1620,7 @@ mod tests {
 
     /// Establishes connections from 10.0.0.2 to the listener at `l` until `n` of them live
     /// on thread `t` (of `sm`'s threads): (session, slot, peer, next sequence number of ours).
-    fn accepted_on(
+    pub(crate) fn accepted_on(
         sm: &mut SessionMain,
         l: SocketAddr,
         t: usize,
