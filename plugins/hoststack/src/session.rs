@@ -182,19 +182,46 @@ pub enum Proto {
     /// UDP datagrams.
     #[default]
     Udp,
-    /// A TCP listener.
-    TcpListen {
-        /// Most connections in the handshake.
-        backlog: u32,
-        /// Connections in the handshake now.
-        half_open: u32,
-        /// The cookie period in which it last answered a SYN with a SYN cookie (None:
-        /// never): only then is a bare ACK checked for a cookie.
-        cookies_at: Option<u32>,
-    },
+    /// A TCP listener (its handshake state is in the accept part: [`Listen`]).
+    TcpListen,
     /// A TCP connection.
     Tcp(Box<crate::tcp::Tcb>, TcpLink),
 }
+
+/// A TCP listener's handshake state, kept in the accept part ([`AcceptPart`]) rather than
+/// in thread 0's table with the listener's session: a SYN or an accept on any thread
+/// reaches it under the accept part's own lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen {
+    /// The listening application.
+    pub app: u32,
+    /// The listener's slot (an accepted slot names it: `Fifo::set_endpoints`).
+    pub slot: u32,
+    /// Most connections in the handshake.
+    pub backlog: u32,
+    /// Connections in the handshake now (any thread's).
+    pub half_open: u32,
+    /// The cookie period in which it last answered a SYN with a SYN cookie (None: never):
+    /// only then is a bare ACK checked for a cookie.
+    pub cookies_at: Option<u32>,
+}
+
+/// The accept hand-over's shared part: what a passive open needs of its listener, which
+/// lives on thread 0 while the connection lives on the owner of its 4-tuple. Behind its
+/// own lock ([`SessionMain::accept`]), taken innermost (no other lock is taken while it is
+/// held) and only on the handshake's path (a SYN, a cookie ACK, the accept, a half-open
+/// connection freed) and by listen and close: an established connection's segments never
+/// take it. See docs/hoststack.md, *Session 17*.
+#[derive(Debug, Default)]
+pub struct AcceptPart {
+    /// TCP listeners by (address, port) → their session.
+    pub by_addr: Table<(IpAddr, u16)>,
+    /// Listener session → its handshake state.
+    pub listens: HashMap<u32, Listen, sluice_infra::hash::FastState>,
+}
+
+/// The accept part, shared by the threads ([`SessionMain::accept`]).
+pub type Accept = std::sync::Arc<std::sync::Mutex<AcceptPart>>;
 
 /// How a TCP connection hangs in the session layer.
 #[derive(Debug, Default, Clone, Copy)]
@@ -497,8 +524,9 @@ pub struct SessionMain {
     /// Application events a full event queue refused (each filed for a retry unless the
     /// application is dead).
     pub evq_refused: u64,
-    /// TCP listeners by (address, port).
-    pub tcp_listeners: Table<(IpAddr, u16)>,
+    /// The TCP listeners and their handshake state, behind their own lock ([`AcceptPart`];
+    /// [`SessionMain::acc`] takes it).
+    pub accept: Accept,
     /// TCP ports in use (listeners and connections).
     pub tcp_ports: Table<(bool, u16)>,
     /// Set when an event is filed for a retry on thread 0 ([`SessionWorker::evq_retry`]):
@@ -933,6 +961,15 @@ impl SessionMain {
             self.workers.push(SessionWorker::default());
         }
         self.workers[t].tcp_kick.clone()
+    }
+
+    /// The accept part, locked ([`AcceptPart`]): hold the guard for one lookup or update,
+    /// never across another lock.
+    pub fn acc(&self) -> std::sync::MutexGuard<'_, AcceptPart> {
+        match self.accept.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
     }
 
     /// Kicks thread `t`'s `session-queue` (its queues got work) and wakes the thread if it
@@ -2179,7 +2216,7 @@ pub(crate) mod tests {
         let live: Vec<u16> = sm.iter().map(|(_, s)| s.local.port()).collect();
         assert_eq!(live, [7000], "only the good bind's session is left");
         assert_eq!(sm.tcp_count(), 0);
-        assert!(sm.tcp_listeners.is_empty());
+        assert!(sm.acc().by_addr.is_empty() && sm.acc().listens.is_empty());
         let held = sm.apps[0].as_ref().unwrap().slots.iter().flatten().count();
         assert_eq!(held, 1, "the failed sessions' slots are free");
         assert_eq!(sm.port_refs.len(), 1, "{:?}", sm.port_refs);

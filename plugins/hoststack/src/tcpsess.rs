@@ -142,17 +142,8 @@ impl SessionMain {
     /// Whether listener `lsid` sent SYN cookies that are still valid (this or the last
     /// period, as [`SessionMain::cookie_check`] accepts).
     fn cookies_recent(&self, lsid: u32) -> bool {
-        match self.sess(lsid) {
-            Some(crate::session::Session {
-                proto:
-                    Proto::TcpListen {
-                        cookies_at: Some(t),
-                        ..
-                    },
-                ..
-            }) => Self::cookie_period().wrapping_sub(*t) <= 1,
-            _ => false,
-        }
+        let at = self.acc().listens.get(&lsid).and_then(|l| l.cookies_at);
+        at.is_some_and(|t| Self::cookie_period().wrapping_sub(t) <= 1)
     }
 
     /// A hash of `x` keyed with the host's secret (ISNs, SYN cookies).
@@ -194,7 +185,7 @@ impl SessionMain {
                 .ok_or(SessionError::NoSpace)?;
             local.set_port(p);
         }
-        if crate::session::clashes(self.tcp_listeners.keys(), local) {
+        if crate::session::clashes(self.acc().by_addr.keys(), local) {
             return Err(SessionError::InUse);
         }
         let sid = self.new_session(0, a, local, None)?;
@@ -204,17 +195,23 @@ impl SessionMain {
         };
         let mut slot = NO_SLOT;
         if let Some(s) = self.sess_mut(sid) {
-            s.proto = Proto::TcpListen {
-                backlog,
-                half_open: 0,
-                cookies_at: None,
-            };
+            s.proto = Proto::TcpListen;
             slot = s.slot;
         }
         if let Some(app) = self.apps[a as usize].as_mut() {
             app.set_tcp(slot);
         }
-        self.tcp_listeners.insert((local.ip(), local.port()), sid);
+        let mut acc = self.acc();
+        acc.by_addr.insert((local.ip(), local.port()), sid);
+        let l = crate::session::Listen {
+            app: a,
+            slot,
+            backlog,
+            half_open: 0,
+            cookies_at: None,
+        };
+        acc.listens.insert(sid, l);
+        drop(acc);
         self.tcp_port_ref(v6, local.port(), true);
         self.worker_of(sid).tcp_count += 1;
         Ok(sid)
@@ -383,7 +380,7 @@ impl SessionMain {
             return;
         };
         match &mut s.proto {
-            Proto::TcpListen { .. } => self.tcp_release(sid),
+            Proto::TcpListen => self.tcp_release(sid),
             Proto::Tcp(t, l) => {
                 l.app_closed = true;
                 match t.state {
@@ -407,7 +404,7 @@ impl SessionMain {
         let s = self.sess_mut(sid).ok_or(SessionError::NoSession)?;
         match &mut s.proto {
             Proto::Udp => Ok(()),
-            Proto::TcpListen { .. } => Err(SessionError::NotConnected),
+            Proto::TcpListen => Err(SessionError::NotConnected),
             Proto::Tcp(t, _) => match t.state {
                 State::Established | State::CloseWait => {
                     t.app_closed = true;
@@ -448,8 +445,11 @@ impl SessionMain {
         };
         let v6 = s.local.is_ipv6();
         match s.proto {
-            Proto::TcpListen { .. } => {
-                self.tcp_listeners.remove(&(s.local.ip(), s.local.port()));
+            Proto::TcpListen => {
+                let mut acc = self.acc();
+                acc.by_addr.remove(&(s.local.ip(), s.local.port()));
+                acc.listens.remove(&sid);
+                drop(acc);
                 self.tcp_port_ref(v6, s.local.port(), false);
                 // Its connections still in the handshake go with it.
                 let kids: Vec<u32> = self
@@ -475,11 +475,7 @@ impl SessionMain {
                     self.tcp_port_ref(v6, s.local.port(), false);
                 }
                 if let Some(p) = l.parent {
-                    if let Some(Proto::TcpListen { half_open, .. }) =
-                        self.sess_mut(p).map(|x| &mut x.proto)
-                    {
-                        *half_open = half_open.saturating_sub(1);
-                    }
+                    self.half_open_done(p);
                 }
             }
             Proto::Udp => {}
@@ -588,14 +584,16 @@ impl SessionMain {
             }
             return Ok(());
         }
-        let lsid = self
-            .tcp_listeners
-            .get(&(local.ip(), local.port()))
-            .or_else(|| {
-                self.tcp_listeners
-                    .get(&(unspecified(local.is_ipv6()), local.port()))
-            })
-            .copied();
+        let lsid = {
+            let acc = self.acc();
+            acc.by_addr
+                .get(&(local.ip(), local.port()))
+                .or_else(|| {
+                    acc.by_addr
+                        .get(&(unspecified(local.is_ipv6()), local.port()))
+                })
+                .copied()
+        };
         let Some(lsid) = lsid else {
             if !has(TcpFlags::RST) {
                 let (seq, ack, f) = Tcb::rst_for(seg);
@@ -624,38 +622,37 @@ impl SessionMain {
             return Ok(());
         }
         let cookies = self.params.cfg.syn_cookies;
-        let app = match self.sess_mut(lsid) {
-            Some(s) => match &mut s.proto {
-                Proto::TcpListen {
-                    backlog,
-                    half_open,
-                    cookies_at,
-                } => {
-                    if *half_open >= *backlog {
-                        if cookies {
-                            *cookies_at = Some(Self::cookie_period());
-                            self.syn_cookie(local, remote, seg);
-                            return Ok(());
-                        }
-                        self.owner_worker(local, remote).tcp_stats.backlog_full += 1;
-                        return Err(TcpDrop::BacklogFull);
-                    }
-                    *half_open += 1;
-                    s.app
+        // The backlog place is taken in the accept part (one lock section): `Ok(app)`, or
+        // `Err(true)` when full with SYN cookies on.
+        let took = match self.acc().listens.get_mut(&lsid) {
+            Some(l) if l.half_open >= l.backlog => {
+                if cookies {
+                    l.cookies_at = Some(Self::cookie_period());
                 }
-                _ => return Err(TcpDrop::NoListener),
-            },
+                Err(cookies)
+            }
+            Some(l) => {
+                l.half_open += 1;
+                Ok(l.app)
+            }
             None => return Err(TcpDrop::NoListener),
+        };
+        let app = match took {
+            Ok(app) => app,
+            Err(true) => {
+                self.syn_cookie(local, remote, seg);
+                return Ok(());
+            }
+            Err(false) => {
+                self.owner_worker(local, remote).tcp_stats.backlog_full += 1;
+                return Err(TcpDrop::BacklogFull);
+            }
         };
         let iss = self.iss(local, remote);
         let tcb = Tcb::accept(iss, seg, self.tcp_local(local.is_ipv6()), now);
         if !self.tcp_new_conn(app, lsid, local, remote, tcb) {
             // Not filed: the SYN is dropped (counted), as if lost; the backlog place freed.
-            if let Some(Proto::TcpListen { half_open, .. }) =
-                self.sess_mut(lsid).map(|s| &mut s.proto)
-            {
-                *half_open = half_open.saturating_sub(1);
-            }
+            self.half_open_done(lsid);
         }
         Ok(())
     }
@@ -672,13 +669,13 @@ impl SessionMain {
         mss: u16,
         now: Instant,
     ) -> Result<(), TcpDrop> {
-        let Some(s) = self.sess_mut(lsid) else {
-            return Err(TcpDrop::NoListener);
+        let app = match self.acc().listens.get_mut(&lsid) {
+            Some(l) => {
+                l.half_open += 1; // given back when the application takes it
+                l.app
+            }
+            None => return Err(TcpDrop::NoListener),
         };
-        let app = s.app;
-        if let Proto::TcpListen { half_open, .. } = &mut s.proto {
-            *half_open += 1; // given back when the application takes it
-        }
         let syn = Seg {
             seq: seg.seq.wrapping_sub(1),
             ack: 0,
@@ -705,6 +702,15 @@ impl SessionMain {
         self.owner_worker(local, remote).tcp_stats.syn_cookies_ok += 1;
         // The ACK (and any data on it) now finds its connection.
         self.tcp_input(local, remote, seg, now)
+    }
+
+    /// A connection of listener `lsid` left the handshake (accepted, freed, or not filed):
+    /// its backlog place is given back. The listener's slot, None when it is gone.
+    fn half_open_done(&self, lsid: u32) -> Option<u32> {
+        self.acc().listens.get_mut(&lsid).map(|l| {
+            l.half_open = l.half_open.saturating_sub(1);
+            l.slot
+        })
     }
 
     /// Files a passive open under `local`/`remote` (in the handshake, no slot yet) and
@@ -822,12 +828,7 @@ impl SessionMain {
             Proto::Tcp(_, l) => l.parent.take(),
             _ => None,
         };
-        let lslot = parent.and_then(|p| self.sess_mut(p)).map(|p| {
-            if let Proto::TcpListen { half_open, .. } = &mut p.proto {
-                *half_open = half_open.saturating_sub(1);
-            }
-            p.slot
-        });
+        let lslot = parent.and_then(|p| self.half_open_done(p));
         let slot = self
             .apps
             .get(app as usize)
@@ -1038,13 +1039,19 @@ pub(crate) mod tests {
             local: l,
             remote: None,
             stats: Default::default(),
-            proto: Proto::TcpListen {
-                backlog: 8,
-                half_open: 0,
-                cookies_at: None,
-            },
+            proto: Proto::TcpListen,
         }));
-        sm.tcp_listeners.insert((l.ip(), l.port()), 0);
+        let mut acc = sm.acc();
+        acc.by_addr.insert((l.ip(), l.port()), 0);
+        let listen = crate::session::Listen {
+            app: 0,
+            slot: 0,
+            backlog: 8,
+            half_open: 0,
+            cookies_at: None,
+        };
+        acc.listens.insert(0, listen);
+        drop(acc);
         // The ACK a SYN's cookie SYN-ACK would get, but the listener never overflowed.
         let c = sm.cookie(l, r, 777, SessionMain::cookie_period(), 5);
         let ack = seg(778, c.wrapping_add(1), TcpFlags::ACK);
@@ -1113,10 +1120,8 @@ pub(crate) mod tests {
         assert!(!sm.workers[0].tcp_conns.contains_key(&(l, r(4002))));
         assert_eq!(sm.workers[0].sessions.len(), before);
         assert_eq!(sm.tcp_count(), 3);
-        let Some(Proto::TcpListen { half_open, .. }) = sm.sess(lsid).map(|s| &s.proto) else {
-            panic!("not a listener");
-        };
-        assert_eq!(*half_open, 2, "the dropped SYN holds no backlog place");
+        let half_open = sm.acc().listens[&lsid].half_open;
+        assert_eq!(half_open, 2, "the dropped SYN holds no backlog place");
         // A freed index is reused, under the limit.
         let sid = sm.workers[0].tcp_conns[&(l, r(4000))];
         sm.tcp_abort(sid);
@@ -1128,6 +1133,99 @@ pub(crate) mod tests {
             (0, handle_index(sid))
         );
         assert_eq!(sm.tcp_stats().table_full, 1);
+    }
+
+    /// Three threads, one listener (on thread 0) with a backlog of 4: the SYNs of flows
+    /// every thread owns share its backlog in the accept part (the fifth is refused
+    /// wherever it lands, with cookies off; answered with a cookie by its flow's owner with
+    /// them on), an accept on a worker gives its place back and names the listener's slot,
+    /// and closing the listener aborts its half-open connections on every thread and
+    /// leaves nothing in the accept part.
+    #[test]
+    fn every_threads_syns_share_the_listeners_backlog_in_the_accept_part() {
+        use crate::session::{flow_owner, handle_thread, Config};
+        let now = Instant::now();
+        for cookies in [false, true] {
+            let (mut sm, _peer) = crate::session::tests::with_app_on(3);
+            let cfg = Config {
+                syn_cookies: cookies,
+                ..sm.params.cfg.clone()
+            };
+            sm.set_cfg(cfg);
+            let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+            let lsid = sm
+                .tcp_listen(0, l, 4, &crate::session::tests::locals())
+                .unwrap();
+            let lslot = sm.sess(lsid).unwrap().slot;
+            let r = |p| SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+            let ports: Vec<u16> = (4000..4100).collect();
+            let on = |p: u16| flow_owner(l, r(p), 3);
+            // Four SYNs: at least one on each worker.
+            let mut syn: Vec<u16> = [1, 2]
+                .map(|t| *ports.iter().find(|&&p| on(p) == t).unwrap())
+                .into();
+            let more: Vec<u16> = ports
+                .iter()
+                .filter(|p| !syn.contains(p))
+                .take(2)
+                .copied()
+                .collect();
+            syn.extend(more);
+            for &p in &syn {
+                sm.tcp_input(l, r(p), &seg(777, 0, TcpFlags::SYN), now)
+                    .unwrap();
+                assert!(sm.workers[on(p)].tcp_conns.contains_key(&(l, r(p))));
+            }
+            assert_eq!(sm.acc().listens[&lsid].half_open, 4);
+            // The fifth, on a worker: refused, or answered with a cookie by that worker.
+            let fifth = *ports
+                .iter()
+                .find(|&&p| on(p) == 2 && !syn.contains(&p))
+                .unwrap();
+            sm.workers[2].ctl_out.clear();
+            let got = sm.tcp_input(l, r(fifth), &seg(777, 0, TcpFlags::SYN), now);
+            assert!(!sm.workers[2].tcp_conns.contains_key(&(l, r(fifth))));
+            if cookies {
+                assert_eq!(got, Ok(()));
+                assert_eq!(sm.workers[2].ctl_out.len(), 1, "the cookie SYN-ACK");
+                assert!(sm.acc().listens[&lsid].cookies_at.is_some());
+            } else {
+                assert_eq!(got, Err(TcpDrop::BacklogFull));
+                assert_eq!(sm.tcp_stats().backlog_full, 1);
+            }
+            assert_eq!(sm.acc().listens[&lsid].half_open, 4);
+            // The worker-1 connection completes: its place is given back.
+            let p1 = syn[0];
+            let sid = sm.workers[1].tcp_conns[&(l, r(p1))];
+            assert_eq!(handle_thread(sid), 1);
+            let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
+                panic!("not a connection");
+            };
+            let mut iss = 0;
+            tcb.output(0, 4096, now, |o| {
+                iss = o.seq;
+                true
+            });
+            sm.tcp_input(l, r(p1), &seg(778, iss.wrapping_add(1), TcpFlags::ACK), now)
+                .unwrap();
+            let slot = sm.sess(sid).unwrap().slot;
+            assert_ne!(slot, NO_SLOT, "accepted");
+            let a = sm.apps[0].as_ref().unwrap();
+            let (rx, _) = a.fifos(slot).unwrap();
+            assert_eq!(
+                rx.endpoints().map(|e| e.2),
+                Some(lslot),
+                "the listener's slot"
+            );
+            assert_eq!(sm.acc().listens[&lsid].half_open, 3);
+            // The listener closes: its three half-open connections go, on every thread.
+            sm.tcp_close(lsid);
+            assert!(sm.acc().by_addr.is_empty() && sm.acc().listens.is_empty());
+            for &p in &syn[1..] {
+                assert!(!sm.workers[on(p)].tcp_conns.contains_key(&(l, r(p))), "{p}");
+            }
+            assert!(sm.sess(sid).is_some(), "the accepted connection stays");
+        }
     }
 
     /// An application dying with connections on every thread (handshakes it listens for,
@@ -1611,7 +1709,7 @@ pub(crate) mod tests {
         let n = a.fifos(slot).unwrap().0.pop_bytes(&mut got);
         assert_eq!(&got[..n], b"more");
         // A listener cannot be shut.
-        let lsid = sm.tcp_listeners[&(l.ip(), l.port())];
+        let lsid = sm.acc().by_addr[&(l.ip(), l.port())];
         assert!(matches!(
             sm.tcp_shutdown(lsid),
             Err(SessionError::NotConnected)
