@@ -1220,7 +1220,7 @@ impl SessionQueue {
                 }
                 // A slot another thread serves (its session changed since the event was
                 // queued) is left: its new session's events go to its own queue.
-                if let Some(sid) = app.slots.get(slot as usize).copied().flatten() {
+                if let Some(sid) = app.slots.get(slot) {
                     if app.owner(slot) as usize == th && handle_thread(sid) == th {
                         sids.push(sid);
                     }
@@ -1319,7 +1319,7 @@ impl NodeFn for SessionQueue {
                     if let Some((_, f)) = a.fifos(slot) {
                         f.clear_event();
                     }
-                    a.slots.get(slot as usize).copied().flatten()
+                    a.slots.get(slot)
                 });
             let Some(sid) = sid else {
                 self.pending.pop_front();

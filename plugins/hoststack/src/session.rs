@@ -268,8 +268,8 @@ pub struct AppConn {
     /// It signals Sluice's thread `t` at `sluice_efds[t]` (registered with that thread's
     /// epoll by its `session-queue`).
     pub sluice_efds: Vec<OwnedFd>,
-    /// slot → session.
-    pub slots: Vec<Option<u32>>,
+    /// slot → session ([`Slots`]: taken, filled and freed through `&AppConn`).
+    pub slots: Slots,
     /// slot → the thread whose event queues it uses (Sluice's copy of the slot's owner
     /// word, which the application could overwrite): a TCP connection's owner, 0 for UDP
     /// (its datagrams are built on thread 0).
@@ -441,6 +441,79 @@ impl AppConn {
             Some((rx, tx)) if tx.take_space_request() => self.notify(&rx, slot),
             _ => true,
         }
+    }
+}
+
+/// An application's slot → session map, taken, filled and freed through a shared
+/// reference (atomics): a slot is taken by a compare-and-swap from free, so a worker
+/// accepting a connection and thread 0 serving a bind or connect never take the same
+/// slot whichever lock each holds (today both hold the session mutex; the per-worker locks
+/// of issue 19 need it). A slot holds a session handle, [`PENDING`] (taken, its session
+/// not filed yet), or nothing.
+pub struct Slots(Box<[AtomicU32]>);
+
+/// What a free slot holds in [`Slots`]: no session handle (it would name thread 255) and
+/// not [`PENDING`].
+const FREE: u32 = u32::MAX - 1;
+const _: () = assert!(handle_thread(FREE) >= SESSION_THREADS && FREE != PENDING);
+
+impl Slots {
+    /// `n` free slots.
+    pub fn new(n: u32) -> Slots {
+        Slots((0..n).map(|_| AtomicU32::new(FREE)).collect())
+    }
+
+    /// How many slots there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// What slot `slot` holds (None: free, or no such slot).
+    pub fn get(&self, slot: u32) -> Option<u32> {
+        self.0
+            .get(slot as usize)
+            .map(|x| x.load(Ordering::Acquire))
+            .filter(|&v| v != FREE)
+    }
+
+    /// What each slot holds, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Option<u32>> + '_ {
+        (0..self.0.len() as u32).map(|i| self.get(i))
+    }
+
+    /// Takes the first free slot for `v` (a session, or [`PENDING`]); None when every
+    /// slot is held.
+    pub fn take(&self, v: u32) -> Option<u32> {
+        debug_assert_ne!(v, FREE);
+        self.0
+            .iter()
+            .position(|x| {
+                x.load(Ordering::Relaxed) == FREE
+                    && x.compare_exchange(FREE, v, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+            })
+            .map(|i| i as u32)
+    }
+
+    /// Fills slot `slot`, which its caller took, with session `sid`.
+    pub fn set(&self, slot: u32, sid: u32) {
+        debug_assert_ne!(sid, FREE);
+        if let Some(x) = self.0.get(slot as usize) {
+            x.store(sid, Ordering::Release);
+        }
+    }
+
+    /// Frees slot `slot` if it still holds `v`: whether it did.
+    pub fn free_if(&self, slot: u32, v: u32) -> bool {
+        self.0.get(slot as usize).is_some_and(|x| {
+            x.compare_exchange(v, FREE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 }
 
@@ -1048,7 +1121,7 @@ impl SessionMain {
         self.apps
             .get(a as usize)
             .and_then(|x| x.as_ref())
-            .and_then(|x| x.slots.get(slot as usize).copied().flatten())
+            .and_then(|x| x.slots.get(slot))
             .filter(|&sid| sid != PENDING)
     }
 
@@ -1063,10 +1136,8 @@ impl SessionMain {
     /// Whether slot `slot` of application `a` (attach `serial`) still holds session `sid`
     /// in generation `gen` (a forwarded request is applied only then).
     pub(crate) fn slot_holds(&self, a: u32, serial: u64, slot: u32, gen: u32, sid: u32) -> bool {
-        self.app_of(a, serial).is_some_and(|app| {
-            app.slots.get(slot as usize).copied().flatten() == Some(sid)
-                && app.slot_gen(slot) == gen
-        })
+        self.app_of(a, serial)
+            .is_some_and(|app| app.slots.get(slot) == Some(sid) && app.slot_gen(slot) == gen)
     }
 
     /// Thread `th` applies the control requests it took from its ring, in order: only to
@@ -1467,7 +1538,7 @@ impl SessionMain {
             g,
             app_efd,
             sluice_efds,
-            slots: vec![None; g.n_slots as usize],
+            slots: Slots::new(g.n_slots),
             owners: vec![0; g.n_slots as usize],
             gens: vec![0; g.n_slots as usize],
             tcp: (0..g.n_slots).map(|_| AtomicBool::new(false)).collect(),
@@ -1692,7 +1763,7 @@ impl SessionMain {
                 .apps
                 .get(*a as usize)
                 .and_then(|x| x.as_ref())
-                .and_then(|x| x.slots.get(slot as usize).copied().flatten())
+                .and_then(|x| x.slots.get(slot))
             else {
                 continue;
             };
@@ -1783,19 +1854,15 @@ impl SessionMain {
         })
     }
 
-    /// A free slot of application `a`, made ready for a new session
-    /// ([`AppConn::reset_slot`]; still free: the caller fills it).
+    /// A free slot of application `a`, taken ([`PENDING`]) and made ready for a new
+    /// session ([`AppConn::reset_slot`]): the caller fills it with its session or frees it.
     pub(crate) fn take_slot(&mut self, a: u32) -> Result<u32, SessionError> {
         let app = self
             .apps
             .get_mut(a as usize)
             .and_then(|x| x.as_mut())
             .ok_or(SessionError::Invalid)?;
-        let slot = app
-            .slots
-            .iter()
-            .position(|s| s.is_none())
-            .ok_or(SessionError::NoSpace)? as u32;
+        let slot = app.slots.take(PENDING).ok_or(SessionError::NoSpace)?;
         app.reset_slot(slot);
         Ok(slot)
     }
@@ -1816,11 +1883,16 @@ impl SessionMain {
             stats: SessStats::default(),
             proto: Proto::Udp,
         };
-        let sid = self.alloc_sess(thread, s).ok_or(SessionError::NoSpace)?;
-        if let Some(app) = self.apps[a as usize].as_mut() {
-            app.slots[slot as usize] = Some(sid);
+        let sid = self.alloc_sess(thread, s);
+        if let Some(app) = self.apps[a as usize].as_ref() {
+            match sid {
+                Some(sid) => app.slots.set(slot, sid),
+                None => {
+                    app.slots.free_if(slot, PENDING);
+                }
+            }
         }
-        Ok(sid)
+        sid.ok_or(SessionError::NoSpace)
     }
 
     /// Binds a listener for application `a`.
@@ -1895,10 +1967,8 @@ impl SessionMain {
             }
         }
         self.port_unref(s.local.is_ipv6(), s.local.port(), ports);
-        if let Some(app) = self.apps.get_mut(s.app as usize).and_then(|x| x.as_mut()) {
-            if let Some(x) = app.slots.get_mut(s.slot as usize) {
-                *x = None;
-            }
+        if let Some(app) = self.apps.get(s.app as usize).and_then(|x| x.as_ref()) {
+            app.slots.free_if(s.slot, sid);
         }
         self.drop_retries(s.app, s.slot);
         self.free_sess(sid);
@@ -1921,7 +1991,7 @@ impl SessionMain {
         }
         let sids: Vec<u32> = (0..app.slots.len())
             .filter(|&i| !app.slot_tcp(i as u32))
-            .filter_map(|i| app.slots[i])
+            .filter_map(|i| app.slots.get(i as u32))
             .collect();
         for s in sids {
             self.close(s, ports);
@@ -2159,6 +2229,48 @@ pub(crate) mod tests {
     /// protocol 6 refused) fails the bind and the UDP connect on that port and the listen
     /// of that round with the error, and closes their sessions; the other bind
     /// of the round is answered as usual. (Before: logged, and every reply said success.)
+    /// Four threads take slots at once until none is left (as a worker's accept and
+    /// thread 0's bind or connect would without a common lock): every slot is taken by
+    /// exactly one; a slot is freed only by what it holds.
+    #[test]
+    fn concurrent_takers_never_share_a_slot() {
+        const N: u32 = 4_000;
+        let slots = std::sync::Arc::new(Slots::new(N));
+        let go = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let takers: Vec<_> = (0..4u32)
+            .map(|t| {
+                let (slots, go) = (slots.clone(), go.clone());
+                std::thread::spawn(move || {
+                    go.wait();
+                    let mut mine = vec![];
+                    while let Some(s) = slots.take(handle(t as usize, mine.len())) {
+                        mine.push(s);
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let got: Vec<Vec<u32>> = takers.into_iter().map(|t| t.join().unwrap()).collect();
+        let mut all: Vec<u32> = got.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len() as u32, N, "a slot taken twice, or one lost");
+        assert_eq!(got.iter().map(|m| m.len() as u32).sum::<u32>(), N);
+        for (t, mine) in got.iter().enumerate() {
+            for (i, &s) in mine.iter().enumerate() {
+                assert_eq!(slots.get(s), Some(handle(t, i)));
+                assert!(
+                    !slots.free_if(s, handle(t, i) + 1),
+                    "freed by another value"
+                );
+                assert!(slots.free_if(s, handle(t, i)));
+            }
+        }
+        assert!(slots.iter().all(|s| s.is_none()));
+        assert_eq!(slots.take(PENDING), Some(0));
+        assert_eq!(slots.get(0), Some(PENDING));
+    }
+
     #[test]
     fn a_failed_registration_fails_the_reply_and_undoes_the_session() {
         let (mut sm, peer) = with_app();
@@ -2361,7 +2473,7 @@ pub(crate) mod tests {
     fn a_close_on_a_pending_slot_finds_no_session() {
         let (mut sm, peer, mut ports) = connect_on_worker(1, false);
         let app = sm.apps[0].as_ref().unwrap();
-        let slot = app.slots.iter().position(|s| *s == Some(PENDING)).unwrap() as u32;
+        let slot = app.slots.iter().position(|s| s == Some(PENDING)).unwrap() as u32;
         for m in [Msg::Close { req: 2, slot }, Msg::Shutdown { req: 3, slot }] {
             seqpacket::send(&peer, &msg::encode(&m), None).unwrap();
         }

@@ -266,7 +266,6 @@ impl SessionMain {
         let serial = self.apps[a as usize].as_ref().map_or(0, |x| x.serial);
         let mut gen = 0;
         if let Some(app) = self.apps[a as usize].as_mut() {
-            app.slots[slot as usize] = Some(PENDING);
             gen = app.slot_gen(slot);
             app.set_owner(slot, owner);
             app.set_tcp(slot);
@@ -327,16 +326,16 @@ impl SessionMain {
             Ok(sid) => sid,
             Err(e) => {
                 if pending {
-                    if let Some(app) = self.apps[c.app as usize].as_mut() {
-                        app.slots[c.slot as usize] = None;
+                    if let Some(app) = self.apps[c.app as usize].as_ref() {
+                        app.slots.free_if(c.slot, PENDING);
                     }
                 }
                 self.tcp_port_ref(v6, local.port(), false);
                 return Err(e);
             }
         };
-        if let Some(app) = self.apps[c.app as usize].as_mut() {
-            app.slots[c.slot as usize] = Some(sid);
+        if let Some(app) = self.apps[c.app as usize].as_ref() {
+            app.slots.set(c.slot, sid);
         }
         let w = &mut self.workers[th];
         w.tcp_conns.insert((local, remote), sid);
@@ -500,14 +499,12 @@ impl SessionMain {
         if slot == NO_SLOT {
             return;
         }
-        let held = self
+        let freed = self
             .apps
-            .get_mut(app as usize)
-            .and_then(|x| x.as_mut())
-            .and_then(|a| a.slots.get_mut(slot as usize))
-            .filter(|x| **x == Some(sid));
-        if let Some(x) = held {
-            *x = None;
+            .get(app as usize)
+            .and_then(|x| x.as_ref())
+            .is_some_and(|a| a.slots.free_if(slot, sid));
+        if freed {
             self.drop_retries(app, slot);
         }
     }
@@ -829,24 +826,25 @@ impl SessionMain {
             _ => None,
         };
         let lslot = parent.and_then(|p| self.half_open_done(p));
-        let slot = self
-            .apps
-            .get(app as usize)
-            .and_then(|a| a.as_ref())
-            .and_then(|a| a.slots.iter().position(|x| x.is_none()));
+        // Taken by a compare-and-swap (`Slots::take`): no other thread's bind, connect or
+        // accept can have it, whatever lock it holds.
+        let slot = lslot.and_then(|_| {
+            self.apps
+                .get(app as usize)
+                .and_then(|a| a.as_ref())
+                .and_then(|a| a.slots.take(sid))
+        });
         let (Some(slot), Some(lslot)) = (slot, lslot) else {
             self.worker_of(sid).tcp_stats.no_slot += 1;
             self.tcp_abort(sid);
             return false;
         };
-        let slot = slot as u32;
         if let Some(s) = self.sess_mut(sid) {
             s.slot = slot;
         }
         let Some(a) = self.apps[app as usize].as_mut() else {
             return false;
         };
-        a.slots[slot as usize] = Some(sid);
         a.reset_slot(slot);
         a.set_owner(slot, crate::session::handle_thread(sid));
         a.set_tcp(slot);
@@ -1345,7 +1343,7 @@ pub(crate) mod tests {
             }
             for (slot, sid) in a.slots.iter().enumerate() {
                 if let Some(sid) = sid {
-                    let tcp = sm.sess(*sid).unwrap().proto.is_tcp();
+                    let tcp = sm.sess(sid).unwrap().proto.is_tcp();
                     assert_eq!(a.slot_tcp(slot as u32), tcp, "slot {slot}");
                 }
             }
@@ -1659,11 +1657,7 @@ pub(crate) mod tests {
         assert_eq!(sm.tcp_stats().resets, 0);
         assert_eq!(sm.tcp_stats().time_wait_rst, 1);
         let a = sm.apps[0].as_ref().unwrap();
-        assert_eq!(
-            a.slots[slot as usize],
-            Some(sid),
-            "the application holds it"
-        );
+        assert_eq!(a.slots.get(slot), Some(sid), "the application holds it");
         assert!(sm.workers[0].tcp_conns.is_empty(), "the 4-tuple is free");
     }
 
@@ -1704,7 +1698,7 @@ pub(crate) mod tests {
         sm.tcp_input(l, r, &more, now).unwrap();
         assert_eq!(app_events(&sm), [slot]);
         let a = sm.apps[0].as_ref().unwrap();
-        assert_eq!(a.slots[slot as usize], Some(sid), "the slot stays");
+        assert_eq!(a.slots.get(slot), Some(sid), "the slot stays");
         let mut got = [0u8; 16];
         let n = a.fifos(slot).unwrap().0.pop_bytes(&mut got);
         assert_eq!(&got[..n], b"more");
@@ -1822,7 +1816,7 @@ pub(crate) mod tests {
             assert_eq!(sm.workers[t].tcp_count, 0);
         }
         let app = sm.apps[0].as_ref().unwrap();
-        let pending = app.slots.iter().filter(|s| **s == Some(PENDING)).count();
+        let pending = app.slots.iter().filter(|s| *s == Some(PENDING)).count();
         assert_eq!(pending, rings[1].len() + rings[2].len());
         assert_eq!(sm.tcp_pending as usize, pending, "pending connects counted");
         assert_eq!(app.slots.iter().flatten().count(), N as usize);
@@ -1856,7 +1850,7 @@ pub(crate) mod tests {
                 panic!("{m:?}")
             };
             assert!(seen.insert(req), "request {req} answered twice");
-            let sid = sm.apps[0].as_ref().unwrap().slots[slot as usize].unwrap();
+            let sid = sm.apps[0].as_ref().unwrap().slots.get(slot).unwrap();
             let s = sm.sess(sid).unwrap();
             assert_eq!((s.local, s.remote), (local, Some(remote)));
             let owner = crate::session::flow_owner(local, remote, 3);
