@@ -272,12 +272,13 @@ pub struct AppConn {
     pub slots: Slots,
     /// slot → the thread whose event queues it uses (Sluice's copy of the slot's owner
     /// word, which the application could overwrite): a TCP connection's owner, 0 for UDP
-    /// (its datagrams are built on thread 0).
-    pub owners: Vec<u32>,
+    /// (its datagrams are built on thread 0). Atomics, as [`AppConn::gens`]: the thread
+    /// that takes the slot ([`Slots::take`]) writes them through `&AppConn`.
+    pub owners: Box<[AtomicU32]>,
     /// slot → how many times it was handed out ([`AppConn::reset_slot`]): a request
     /// thread 0 forwards to a connection's owner names the slot's generation, so that the
     /// owner never applies it to a later session of the slot ([`CtlReq`]).
-    pub gens: Vec<u32>,
+    pub gens: Box<[AtomicU32]>,
     /// slot → whether its session is TCP (a listener or a connection), set when a TCP
     /// session takes the slot: thread 0 decides where a request on the slot goes
     /// ([`SessionMain::owner_elsewhere`]) without reading the owner's table. Written by
@@ -315,7 +316,9 @@ impl AppConn {
     }
     /// The thread whose event queues slot `slot` uses.
     pub fn owner(&self, slot: u32) -> u32 {
-        self.owners.get(slot as usize).copied().unwrap_or(0)
+        self.owners
+            .get(slot as usize)
+            .map_or(0, |x| x.load(Ordering::Acquire))
     }
     /// (rx, tx) FIFOs of a slot.
     pub fn fifos(&self, slot: u32) -> Option<(Fifo<'_>, Fifo<'_>)> {
@@ -353,16 +356,16 @@ impl AppConn {
     /// touches a free slot: the application lets go of it when it sends Close (a stale
     /// request or mark would otherwise reach the new owner as a spurious event, or
     /// swallow its first one).
-    pub fn reset_slot(&mut self, slot: u32) {
+    pub fn reset_slot(&self, slot: u32) {
         if let Some((rx, tx)) = self.fifos(slot) {
             rx.reset();
             tx.reset();
         }
-        if let Some(o) = self.owners.get_mut(slot as usize) {
-            *o = 0;
+        if let Some(o) = self.owners.get(slot as usize) {
+            o.store(0, Ordering::Release);
         }
-        if let Some(n) = self.gens.get_mut(slot as usize) {
-            *n = n.wrapping_add(1);
+        if let Some(n) = self.gens.get(slot as usize) {
+            n.fetch_add(1, Ordering::AcqRel);
         }
         if let Some(x) = self.tcp.get(slot as usize) {
             x.store(false, Ordering::Release);
@@ -410,13 +413,15 @@ impl AppConn {
 
     /// Slot `slot`'s generation (see [`AppConn::gens`]).
     pub fn slot_gen(&self, slot: u32) -> u32 {
-        self.gens.get(slot as usize).copied().unwrap_or(0)
+        self.gens
+            .get(slot as usize)
+            .map_or(0, |x| x.load(Ordering::Acquire))
     }
 
     /// Makes slot `slot` use thread `t`'s event queues (a TCP connection's owner), before
     /// the application learns of the slot (the accept event, the connect reply): its owner
     /// word tells the library where to queue its tx events.
-    pub fn set_owner(&mut self, slot: u32, t: usize) {
+    pub fn set_owner(&self, slot: u32, t: usize) {
         // A thread without a queue in this segment (none at startup: n_queues is the
         // thread count) would have its events dropped by the worker that owns that queue
         // number; thread 0 takes any, its `tcp_queue` finds the owner.
@@ -428,8 +433,8 @@ impl AppConn {
         if let Some((rx, _)) = self.fifos(slot) {
             rx.owner().store(t, std::sync::atomic::Ordering::Release);
         }
-        if let Some(o) = self.owners.get_mut(slot as usize) {
-            *o = t;
+        if let Some(o) = self.owners.get(slot as usize) {
+            o.store(t, Ordering::Release);
         }
     }
 
@@ -1539,8 +1544,8 @@ impl SessionMain {
             app_efd,
             sluice_efds,
             slots: Slots::new(g.n_slots),
-            owners: vec![0; g.n_slots as usize],
-            gens: vec![0; g.n_slots as usize],
+            owners: (0..g.n_slots).map(|_| AtomicU32::new(0)).collect(),
+            gens: (0..g.n_slots).map(|_| AtomicU32::new(0)).collect(),
             tcp: (0..g.n_slots).map(|_| AtomicBool::new(false)).collect(),
             sess_on: (0..SESSION_THREADS).map(|_| AtomicU32::new(0)).collect(),
             serial: self.attached + 1,
@@ -1859,10 +1864,11 @@ impl SessionMain {
     pub(crate) fn take_slot(&mut self, a: u32) -> Result<u32, SessionError> {
         let app = self
             .apps
-            .get_mut(a as usize)
-            .and_then(|x| x.as_mut())
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
             .ok_or(SessionError::Invalid)?;
         let slot = app.slots.take(PENDING).ok_or(SessionError::NoSpace)?;
+        // Reset by its taker alone (the slot is held): `&AppConn` is enough.
         app.reset_slot(slot);
         Ok(slot)
     }

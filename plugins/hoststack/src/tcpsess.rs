@@ -265,7 +265,7 @@ impl SessionMain {
         let slot = self.take_slot(a)?;
         let serial = self.apps[a as usize].as_ref().map_or(0, |x| x.serial);
         let mut gen = 0;
-        if let Some(app) = self.apps[a as usize].as_mut() {
+        if let Some(app) = self.apps[a as usize].as_ref() {
             gen = app.slot_gen(slot);
             app.set_owner(slot, owner);
             app.set_tcp(slot);
@@ -842,7 +842,8 @@ impl SessionMain {
         if let Some(s) = self.sess_mut(sid) {
             s.slot = slot;
         }
-        let Some(a) = self.apps[app as usize].as_mut() else {
+        // Everything below needs only `&AppConn` (atomics), no table of thread 0's.
+        let Some(a) = self.apps[app as usize].as_ref() else {
             return false;
         };
         a.reset_slot(slot);
