@@ -505,12 +505,20 @@ impl Slots {
             .map(|i| i as u32)
     }
 
-    /// Fills slot `slot`, which its caller took, with session `sid`.
-    pub fn set(&self, slot: u32, sid: u32) {
-        debug_assert_ne!(sid, FREE);
-        if let Some(x) = self.0.get(slot as usize) {
-            x.store(sid, Ordering::Release);
-        }
+    /// Fills slot `slot`, which its caller took ([`PENDING`]), with session `sid`: a
+    /// compare-and-swap from [`PENDING`], false (nothing written) when the slot no longer
+    /// holds it (freed meanwhile, or another's). The Release publishes what the taker set
+    /// up before it (FIFOs, owner, generation, TCP flag, endpoints): a reader loads the
+    /// slot word first and those after it. `PENDING` names no taker: a slot freed and
+    /// taken again between a check and this call is still `PENDING` (docs/hoststack.md,
+    /// *Session 17*, the generation in the slot word).
+    #[must_use]
+    pub fn set(&self, slot: u32, sid: u32) -> bool {
+        debug_assert!(sid != FREE && sid != PENDING);
+        self.0.get(slot as usize).is_some_and(|x| {
+            x.compare_exchange(PENDING, sid, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 
     /// Frees slot `slot` if it still holds `v`: whether it did.
@@ -1873,6 +1881,16 @@ impl SessionMain {
         Ok(slot)
     }
 
+    /// Fills slot `slot` of application `a`, which its caller took ([`PENDING`]), with
+    /// session `sid` ([`Slots::set`]): false when the slot is no longer pending (or the
+    /// application gone), and then nothing is written.
+    pub(crate) fn fill_slot(&self, a: u32, slot: u32, sid: u32) -> bool {
+        self.apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .is_some_and(|app| app.slots.set(slot, sid))
+    }
+
     pub(crate) fn new_session(
         &mut self,
         thread: usize,
@@ -1889,16 +1907,19 @@ impl SessionMain {
             stats: SessStats::default(),
             proto: Proto::Udp,
         };
-        let sid = self.alloc_sess(thread, s);
-        if let Some(app) = self.apps[a as usize].as_ref() {
-            match sid {
-                Some(sid) => app.slots.set(slot, sid),
-                None => {
-                    app.slots.free_if(slot, PENDING);
-                }
+        let Some(sid) = self.alloc_sess(thread, s) else {
+            if let Some(app) = self.apps[a as usize].as_ref() {
+                app.slots.free_if(slot, PENDING);
             }
+            return Err(SessionError::NoSpace);
+        };
+        if !self.fill_slot(a, slot, sid) {
+            // Not ours any more: the session is unfiled, the slot left to its holder.
+            self.take_sess(sid);
+            self.free_sess(sid);
+            return Err(SessionError::NoSession);
         }
-        sid.ok_or(SessionError::NoSpace)
+        Ok(sid)
     }
 
     /// Binds a listener for application `a`.

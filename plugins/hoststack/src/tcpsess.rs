@@ -322,10 +322,21 @@ impl SessionMain {
             };
             r = self.alloc_sess(th, s).ok_or(SessionError::NoSpace);
         }
+        // The slot filled by a compare-and-swap from `PENDING` (`Slots::set`): a slot
+        // no longer pending since the check above is left to whoever holds it now.
+        let mut free = pending;
+        if let Ok(sid) = r {
+            if !self.fill_slot(c.app, c.slot, sid) {
+                self.take_sess(sid);
+                self.free_sess(sid);
+                free = false;
+                r = Err(SessionError::NoSession);
+            }
+        }
         let sid = match r {
             Ok(sid) => sid,
             Err(e) => {
-                if pending {
+                if free {
                     if let Some(app) = self.apps[c.app as usize].as_ref() {
                         app.slots.free_if(c.slot, PENDING);
                     }
@@ -334,9 +345,6 @@ impl SessionMain {
                 return Err(e);
             }
         };
-        if let Some(app) = self.apps[c.app as usize].as_ref() {
-            app.slots.set(c.slot, sid);
-        }
         let w = &mut self.workers[th];
         w.tcp_conns.insert((local, remote), sid);
         w.tcp_count += 1;
