@@ -2016,9 +2016,9 @@ impl SessionMain {
         if app.dead && !abort {
             return;
         }
-        let sids: Vec<u32> = (0..app.slots.len())
-            .filter(|&i| !app.slot_tcp(i as u32))
-            .filter_map(|i| app.slots.get(i as u32))
+        // The slot word first (Acquire), the TCP flag its taker set before it after it.
+        let sids: Vec<u32> = (0..app.slots.len() as u32)
+            .filter_map(|i| app.slots.get(i).filter(|_| !app.slot_tcp(i)))
             .collect();
         for s in sids {
             self.close(s, ports);

@@ -834,22 +834,20 @@ impl SessionMain {
             _ => None,
         };
         let lslot = parent.and_then(|p| self.half_open_done(p));
-        // Taken by a compare-and-swap (`Slots::take`): no other thread's bind, connect or
-        // accept can have it, whatever lock it holds.
+        // Taken by a compare-and-swap (`Slots::take`) as `PENDING`: no other thread's
+        // bind, connect or accept can have it, whatever lock it holds, and no reader takes
+        // it for this session before it is set up.
         let slot = lslot.and_then(|_| {
             self.apps
                 .get(app as usize)
                 .and_then(|a| a.as_ref())
-                .and_then(|a| a.slots.take(sid))
+                .and_then(|a| a.slots.take(PENDING))
         });
         let (Some(slot), Some(lslot)) = (slot, lslot) else {
             self.worker_of(sid).tcp_stats.no_slot += 1;
             self.tcp_abort(sid);
             return false;
         };
-        if let Some(s) = self.sess_mut(sid) {
-            s.slot = slot;
-        }
         // Everything below needs only `&AppConn` (atomics), no table of thread 0's.
         let Some(a) = self.apps[app as usize].as_ref() else {
             return false;
@@ -857,11 +855,27 @@ impl SessionMain {
         a.reset_slot(slot);
         a.set_owner(slot, crate::session::handle_thread(sid));
         a.set_tcp(slot);
-        let refused = a.fifos(slot).is_some_and(|(rx, _)| {
+        if let Some((rx, _)) = a.fifos(slot) {
             rx.state().store(tcp_state::ESTABLISHED, Ordering::Release);
             rx.set_endpoints(local, remote, lslot);
-            !a.notify(&rx, seg::EVENT_ACCEPT | slot)
-        });
+        }
+        // The slot word last (Release, `Slots::set`): a reader that sees `sid` in it sees
+        // the owner, generation, TCP flag and endpoints above. False only when a stale
+        // request freed the `PENDING` (docs/hoststack.md, *Session 17*): no slot then.
+        if !a.slots.set(slot, sid) {
+            self.worker_of(sid).tcp_stats.no_slot += 1;
+            self.tcp_abort(sid);
+            return false;
+        }
+        if let Some(s) = self.sess_mut(sid) {
+            s.slot = slot;
+        }
+        let Some(a) = self.apps[app as usize].as_ref() else {
+            return false;
+        };
+        let refused = a
+            .fifos(slot)
+            .is_some_and(|(rx, _)| !a.notify(&rx, seg::EVENT_ACCEPT | slot));
         if refused {
             self.refused(app, slot, seg::EVENT_ACCEPT | slot);
         }
