@@ -2256,48 +2256,6 @@ pub(crate) mod tests {
     /// protocol 6 refused) fails the bind and the UDP connect on that port and the listen
     /// of that round with the error, and closes their sessions; the other bind
     /// of the round is answered as usual. (Before: logged, and every reply said success.)
-    /// Four threads take slots at once until none is left (as a worker's accept and
-    /// thread 0's bind or connect would without a common lock): every slot is taken by
-    /// exactly one; a slot is freed only by what it holds.
-    #[test]
-    fn concurrent_takers_never_share_a_slot() {
-        const N: u32 = 4_000;
-        let slots = std::sync::Arc::new(Slots::new(N));
-        let go = std::sync::Arc::new(std::sync::Barrier::new(4));
-        let takers: Vec<_> = (0..4u32)
-            .map(|t| {
-                let (slots, go) = (slots.clone(), go.clone());
-                std::thread::spawn(move || {
-                    go.wait();
-                    let mut mine = vec![];
-                    while let Some(s) = slots.take(handle(t as usize, mine.len())) {
-                        mine.push(s);
-                    }
-                    mine
-                })
-            })
-            .collect();
-        let got: Vec<Vec<u32>> = takers.into_iter().map(|t| t.join().unwrap()).collect();
-        let mut all: Vec<u32> = got.iter().flatten().copied().collect();
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len() as u32, N, "a slot taken twice, or one lost");
-        assert_eq!(got.iter().map(|m| m.len() as u32).sum::<u32>(), N);
-        for (t, mine) in got.iter().enumerate() {
-            for (i, &s) in mine.iter().enumerate() {
-                assert_eq!(slots.get(s), Some(handle(t, i)));
-                assert!(
-                    !slots.free_if(s, handle(t, i) + 1),
-                    "freed by another value"
-                );
-                assert!(slots.free_if(s, handle(t, i)));
-            }
-        }
-        assert!(slots.iter().all(|s| s.is_none()));
-        assert_eq!(slots.take(PENDING), Some(0));
-        assert_eq!(slots.get(0), Some(PENDING));
-    }
-
     #[test]
     fn a_failed_registration_fails_the_reply_and_undoes_the_session() {
         let (mut sm, peer) = with_app();
@@ -2359,6 +2317,89 @@ pub(crate) mod tests {
         let held = sm.apps[0].as_ref().unwrap().slots.iter().flatten().count();
         assert_eq!(held, 1, "the failed sessions' slots are free");
         assert_eq!(sm.port_refs.len(), 1, "{:?}", sm.port_refs);
+    }
+
+    /// Runs `f(t, &slots)` on four threads `t` at once (a barrier before `f`), and gives
+    /// what each returned, in thread order.
+    fn on_four<R: Send + 'static>(
+        slots: &std::sync::Arc<Slots>,
+        f: fn(usize, &Slots) -> R,
+    ) -> Vec<R> {
+        let go = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let ts: Vec<_> = (0..4)
+            .map(|t| {
+                let (slots, go) = (slots.clone(), go.clone());
+                std::thread::spawn(move || {
+                    go.wait();
+                    f(t, &slots)
+                })
+            })
+            .collect();
+        ts.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
+    /// Four threads take and free slots at once, as a worker's accept and thread 0's bind
+    /// or connect would without a common lock. Each holds 8 slots and, 400,000 times,
+    /// frees its oldest and takes another, among the others doing the same on the same
+    /// first slots: a slot holds its taker's value until it frees it, and only that value
+    /// frees it. Then all four take until none is left: every slot taken by exactly one.
+    /// `set` fills only a `PENDING` slot. With `take` a load then a store (no yield
+    /// between) this failed 20 runs of 20 at load 21 on 2 cores (about 1.5 s a run);
+    /// holding one slot, or 20,000 rounds, it failed about a third of the runs or none.
+    #[test]
+    fn concurrent_takers_never_share_a_slot() {
+        const N: u32 = 256;
+        let slots = std::sync::Arc::new(Slots::new(N));
+        on_four(&slots, |t, slots| {
+            const ROUNDS: usize = 400_000;
+            const K: usize = 8;
+            // Each thread holds K slots: each round frees its oldest (after checking it
+            // still holds its value) and takes another.
+            let mut held = std::collections::VecDeque::with_capacity(K);
+            for i in 0..ROUNDS + K {
+                if held.len() == K || i >= ROUNDS {
+                    let Some((s, v)) = held.pop_front() else {
+                        break;
+                    };
+                    assert_eq!(slots.get(s), Some(v), "slot {s} shared");
+                    assert!(!slots.free_if(s, v + 1), "freed by another value");
+                    assert!(slots.free_if(s, v), "slot {s} shared");
+                }
+                if i < ROUNDS {
+                    let v = handle(t, i % 1024);
+                    held.push_back((slots.take(v).expect("a free slot"), v));
+                }
+            }
+        });
+        assert!(slots.iter().all(|s| s.is_none()));
+        let got = on_four(&slots, |t, slots| {
+            let mut mine = vec![];
+            while let Some(s) = slots.take(handle(t, mine.len())) {
+                mine.push(s);
+            }
+            mine
+        });
+        let mut all: Vec<u32> = got.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len() as u32, N, "a slot taken twice, or one lost");
+        assert_eq!(got.iter().map(|m| m.len() as u32).sum::<u32>(), N);
+        for (t, mine) in got.iter().enumerate() {
+            for (i, &s) in mine.iter().enumerate() {
+                assert_eq!(slots.get(s), Some(handle(t, i)));
+                assert!(slots.free_if(s, handle(t, i)));
+            }
+        }
+        assert!(slots.iter().all(|s| s.is_none()));
+        assert!(!slots.set(0, handle(0, 0)), "a free slot is not filled");
+        assert_eq!(slots.take(PENDING), Some(0));
+        assert_eq!(slots.get(0), Some(PENDING));
+        assert!(slots.set(0, handle(0, 0)));
+        assert!(
+            !slots.set(0, handle(0, 1)),
+            "a filled slot is not filled again"
+        );
+        assert_eq!(slots.get(0), Some(handle(0, 0)));
     }
 
     /// A worker's connection made before protocol 6 is registered waits for it, even when
