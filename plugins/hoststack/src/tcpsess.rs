@@ -1006,6 +1006,38 @@ pub(crate) fn rearm(
 pub(crate) mod tests {
     use super::*;
 
+    /// Completes connection `sid`'s passive open (peer `r` to `l`, its SYN in): reads
+    /// the ISS of the SYN-ACK it queued and sends the final ACK, with `data` (and PSH)
+    /// when there is some. Returns the ACK's acknowledgement number (ISS + 1).
+    fn complete_handshake(
+        sm: &mut SessionMain,
+        (l, r): (SocketAddr, SocketAddr),
+        sid: u32,
+        data: &[u8],
+        now: Instant,
+    ) -> u32 {
+        let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
+            panic!("not a connection");
+        };
+        let mut iss = 0;
+        tcb.output(0, 4096, now, |o| {
+            iss = o.seq;
+            true
+        });
+        let snd = iss.wrapping_add(1);
+        let flags = if data.is_empty() {
+            TcpFlags::ACK
+        } else {
+            TcpFlags::ACK | TcpFlags::PSH
+        };
+        let ack = Seg {
+            data,
+            ..seg(778, snd, flags)
+        };
+        sm.tcp_input(l, r, &ack, now).unwrap();
+        snd
+    }
+
     pub(crate) fn seg(seq: u32, ack: u32, flags: TcpFlags) -> Seg<'static> {
         Seg {
             seq,
@@ -1219,16 +1251,7 @@ pub(crate) mod tests {
             let p1 = syn[0];
             let sid = sm.workers[1].tcp_conns[&(l, r(p1))];
             assert_eq!(handle_thread(sid), 1);
-            let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
-                panic!("not a connection");
-            };
-            let mut iss = 0;
-            tcb.output(0, 4096, now, |o| {
-                iss = o.seq;
-                true
-            });
-            sm.tcp_input(l, r(p1), &seg(778, iss.wrapping_add(1), TcpFlags::ACK), now)
-                .unwrap();
+            complete_handshake(&mut sm, (l, r(p1)), sid, &[], now);
             let slot = sm.sess(sid).unwrap().slot;
             assert_ne!(slot, NO_SLOT, "accepted");
             let a = sm.apps[0].as_ref().unwrap();
@@ -1449,19 +1472,7 @@ pub(crate) mod tests {
                 .unwrap();
             let sid = sm.workers[t].tcp_conns[&(l, r)];
             assert_eq!(handle_thread(sid), t);
-            let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
-                panic!("not a connection");
-            };
-            let mut iss = 0;
-            tcb.output(0, 4096, now, |o| {
-                iss = o.seq;
-                true
-            });
-            let ack = Seg {
-                data: b"hi",
-                ..seg(778, iss.wrapping_add(1), TcpFlags::ACK | TcpFlags::PSH)
-            };
-            sm.tcp_input(l, r, &ack, now).unwrap();
+            complete_handshake(&mut sm, (l, r), sid, b"hi", now);
             slots[t] = Some(sm.sess(sid).unwrap().slot);
         }
         let a = sm.apps[0].as_ref().unwrap();
@@ -1752,17 +1763,7 @@ pub(crate) mod tests {
             sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
                 .unwrap();
             let sid = sm.workers[t].tcp_conns[&(l, r)];
-            let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
-                panic!("not a connection");
-            };
-            let mut iss = 0;
-            tcb.output(0, 4096, now, |o| {
-                iss = o.seq;
-                true
-            });
-            let snd = iss.wrapping_add(1);
-            sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
-                .unwrap();
+            let snd = complete_handshake(sm, (l, r), sid, &[], now);
             v.push((sid, sm.sess(sid).unwrap().slot, r, snd));
             if v.len() == n {
                 break;
