@@ -1882,7 +1882,7 @@ mod tests {
         let q1 = |sm: &SessionMain| sm.apps[0].as_ref().unwrap().app_evq(1).unwrap().pop();
         let t0 = std::time::Instant::now();
         let mut got = None;
-        while got.is_none() && t0.elapsed().as_secs() < 2 {
+        while got.is_none() && t0.elapsed().as_secs() < 20 {
             match q1(&lock(&shared)) {
                 Some(0) => {}
                 Some(e) => got = Some(e),
