@@ -565,7 +565,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             sm.detached,
             sm.bad_msgs,
             sm.evq_refused,
-            sm.evq_retry.len()
+            sm.evq_awaiting()
         );
         let _ = writeln!(
             o,

@@ -40,8 +40,10 @@
 //! tx-space request word) that room was made: one event on the application's event queue
 //! once a quarter of the FIFO is free (UDP: datagrams sent; TCP: data acknowledged, from
 //! `tcp4-input`). An event (data, accept or tx space) a full event queue refused is
-//! retried every `RETRY_EVERY` (1 ms), not at every poll (counted in
-//! `show session verbose`: `events refused by a full queue`, `awaiting retry`).
+//! retried every `RETRY_EVERY` (1 ms), not at every poll, by the `session-queue` of the
+//! thread whose queue refused it (the slot's owner: a worker for its connections, thread 0
+//! for UDP; counted in `show session verbose`: `events refused by a full queue`,
+//! `awaiting retry`).
 //! - uses: the applications' event queues (session slots with data to send, at most
 //!   `PENDING_MAX` held; the applications are asked to signal its eventfds only when the
 //!   thread is about to sleep, `NodeFn::prepare_sleep`, so a busy thread costs them no
@@ -835,6 +837,31 @@ fn push_headers(
 }
 
 impl SessionQueue {
+    /// Retries the events this thread's full event queues refused, when `RETRY_EVERY` has
+    /// passed (thread 0 for its own queues, UDP's included; each worker for its own).
+    fn retry_due(&mut self, sm: &mut SessionMain) {
+        if self
+            .retry_at
+            .is_some_and(|t| std::time::Instant::now() >= t)
+        {
+            self.retry_at = None;
+            sm.retry_events(self.thread);
+        }
+    }
+
+    /// Arms the retry timer while this thread has refused events filed, clears it after.
+    fn arm_retry(&mut self, sm: &SessionMain) {
+        if sm
+            .workers
+            .get(self.thread)
+            .is_none_or(|w| w.evq_retry.is_empty())
+        {
+            self.retry_at = None;
+        } else if self.retry_at.is_none() {
+            self.retry_at = Some(std::time::Instant::now() + crate::session::RETRY_EVERY);
+        }
+    }
+
     /// The first of the TCP timer and the event retry.
     fn deadline(&self) -> Option<std::time::Instant> {
         match (self.timer_at, self.retry_at) {
@@ -1096,7 +1123,7 @@ impl SessionQueue {
     fn poll_worker(&mut self, cx: &mut Cx) -> usize {
         let kicked = self.tcp_kick.load(std::sync::atomic::Ordering::Acquire);
         let due = self
-            .timer_at
+            .deadline()
             .is_some_and(|t| std::time::Instant::now() >= t);
         // The tokens first: the runtime discards those a poll leaves, and an eventfd not
         // read stays readable (level-triggered epoll: the thread would never sleep again).
@@ -1128,8 +1155,10 @@ impl SessionQueue {
         if !self.ctl_reqs.is_empty() {
             sm.apply_ctl(self.thread, &mut self.ctl_reqs);
         }
+        self.retry_due(&mut sm);
         self.worker_events(cx, &mut sm);
         self.tcp(cx, &mut sm);
+        self.arm_retry(&sm);
         // Held connections (`tcp_applied` false) wait for a kick, not a busy poll.
         self.busy = sm.tcp_applied && !sm.workers[self.thread].tcp_out.is_empty();
         drop(sm);
@@ -1191,7 +1220,7 @@ impl SessionQueue {
                 }
                 // A slot another thread serves (its session changed since the event was
                 // queued) is left: its new session's events go to its own queue.
-                if let Some(sid) = app.slots.get(slot as usize).copied().flatten() {
+                if let Some(sid) = app.slots.get(slot) {
                     if app.owner(slot) as usize == th && handle_thread(sid) == th {
                         sids.push(sid);
                     }
@@ -1249,13 +1278,7 @@ impl NodeFn for SessionQueue {
         }
         // Events a full event queue refused (the application may have caught up), every
         // `RETRY_EVERY`: an application that stops reading does not keep the thread busy.
-        if self
-            .retry_at
-            .is_some_and(|t| std::time::Instant::now() >= t)
-        {
-            self.retry_at = None;
-            sm.retry_events();
-        }
+        self.retry_due(&mut sm);
         // Collect the events the applications queued.
         for (ai, app) in sm.apps.iter().enumerate() {
             let Some(app) = app else { continue };
@@ -1296,7 +1319,7 @@ impl NodeFn for SessionQueue {
                     if let Some((_, f)) = a.fifos(slot) {
                         f.clear_event();
                     }
-                    a.slots.get(slot as usize).copied().flatten()
+                    a.slots.get(slot)
                 });
             let Some(sid) = sid else {
                 self.pending.pop_front();
@@ -1345,11 +1368,7 @@ impl NodeFn for SessionQueue {
             !self.pending.is_empty() || (sm.tcp_applied && !sm.workers[0].tcp_out.is_empty());
         self.retry_kick
             .store(false, std::sync::atomic::Ordering::Relaxed);
-        if sm.evq_retry.is_empty() {
-            self.retry_at = None;
-        } else if self.retry_at.is_none() {
-            self.retry_at = Some(std::time::Instant::now() + crate::session::RETRY_EVERY);
-        }
+        self.arm_retry(&sm);
         drop(sm);
         self.flush(cx);
         n
@@ -1821,6 +1840,59 @@ mod tests {
         let left = readable(efd);
         h.vm.stop_workers();
         assert!(!left, "the worker left its eventfd readable");
+        h.assert_no_leaks();
+    }
+
+    /// A worker retries the events its own full queue refused, by itself: kicked when the
+    /// event is filed, its `session-queue` arms its retry timer and queues the event once
+    /// the application caught up, while thread 0 does not run at all. Fails when the
+    /// retries are left to thread 0 (before session 17).
+    #[test]
+    fn a_worker_retries_the_events_its_queue_refused() {
+        use crate::tcpsess::tests::{accepted_on, fill_queue, seg};
+        use sluice_graph::{CpuConfig, Vlib};
+        let (mut sm, _peer) = crate::session::tests::with_app_on(2);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &crate::session::tests::locals())
+            .unwrap();
+        let (_, slot, r, snd) = accepted_on(&mut sm, l, 1, 4000..4200, 1)[0];
+        fill_queue(&sm, 1);
+        let shared: Shared = Arc::new(Mutex::new(sm));
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: vec![None],
+        };
+        let vm = Vlib::new(graph(&shared), &cpu, &sluice_graph::testing::test_pool()).unwrap();
+        let mut h = Harness::new(vm, SESSION_QUEUE);
+        let t0 = std::time::Instant::now();
+        // The attach kicked the worker: its first poll takes the graph (to be woken).
+        while lock(&shared).graph.is_none() {
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let data = Seg {
+            data: b"hello",
+            ..seg(778, snd, TcpFlags::ACK | TcpFlags::PSH)
+        };
+        lock(&shared)
+            .tcp_input(l, r, &data, std::time::Instant::now())
+            .unwrap();
+        assert_eq!(lock(&shared).workers[1].evq_retry.len(), 1, "not refused");
+        // The application catches up; the worker's retry timer delivers the event.
+        let q1 = |sm: &SessionMain| sm.apps[0].as_ref().unwrap().app_evq(1).unwrap().pop();
+        let t0 = std::time::Instant::now();
+        let mut got = None;
+        while got.is_none() && t0.elapsed().as_secs() < 20 {
+            match q1(&lock(&shared)) {
+                Some(0) => {}
+                Some(e) => got = Some(e),
+                None => std::thread::sleep(std::time::Duration::from_millis(1)),
+            }
+        }
+        let left = lock(&shared).evq_awaiting();
+        h.vm.stop_workers();
+        assert_eq!(got, Some(slot), "the worker did not retry");
+        assert_eq!(left, 0);
         h.assert_no_leaks();
     }
 

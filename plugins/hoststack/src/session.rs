@@ -182,19 +182,46 @@ pub enum Proto {
     /// UDP datagrams.
     #[default]
     Udp,
-    /// A TCP listener.
-    TcpListen {
-        /// Most connections in the handshake.
-        backlog: u32,
-        /// Connections in the handshake now.
-        half_open: u32,
-        /// The cookie period in which it last answered a SYN with a SYN cookie (None:
-        /// never): only then is a bare ACK checked for a cookie.
-        cookies_at: Option<u32>,
-    },
+    /// A TCP listener (its handshake state is in the accept part: [`Listen`]).
+    TcpListen,
     /// A TCP connection.
     Tcp(Box<crate::tcp::Tcb>, TcpLink),
 }
+
+/// A TCP listener's handshake state, kept in the accept part ([`AcceptPart`]) rather than
+/// in thread 0's table with the listener's session: a SYN or an accept on any thread
+/// reaches it under the accept part's own lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen {
+    /// The listening application.
+    pub app: u32,
+    /// The listener's slot (an accepted slot names it: `Fifo::set_endpoints`).
+    pub slot: u32,
+    /// Most connections in the handshake.
+    pub backlog: u32,
+    /// Connections in the handshake now (any thread's).
+    pub half_open: u32,
+    /// The cookie period in which it last answered a SYN with a SYN cookie (None: never):
+    /// only then is a bare ACK checked for a cookie.
+    pub cookies_at: Option<u32>,
+}
+
+/// The accept hand-over's shared part: what a passive open needs of its listener, which
+/// lives on thread 0 while the connection lives on the owner of its 4-tuple. Behind its
+/// own lock ([`SessionMain::accept`]), taken innermost (no other lock is taken while it is
+/// held) and only on the handshake's path (a SYN, a cookie ACK, the accept, a half-open
+/// connection freed) and by listen and close: an established connection's segments never
+/// take it. See docs/hoststack.md, *Session 17*.
+#[derive(Debug, Default)]
+pub struct AcceptPart {
+    /// TCP listeners by (address, port) → their session.
+    pub by_addr: Table<(IpAddr, u16)>,
+    /// Listener session → its handshake state.
+    pub listens: HashMap<u32, Listen, sluice_infra::hash::FastState>,
+}
+
+/// The accept part, shared by the threads ([`SessionMain::accept`]).
+pub type Accept = std::sync::Arc<std::sync::Mutex<AcceptPart>>;
 
 /// How a TCP connection hangs in the session layer.
 #[derive(Debug, Default, Clone, Copy)]
@@ -241,16 +268,17 @@ pub struct AppConn {
     /// It signals Sluice's thread `t` at `sluice_efds[t]` (registered with that thread's
     /// epoll by its `session-queue`).
     pub sluice_efds: Vec<OwnedFd>,
-    /// slot → session.
-    pub slots: Vec<Option<u32>>,
+    /// slot → session ([`Slots`]: taken, filled and freed through `&AppConn`).
+    pub slots: Slots,
     /// slot → the thread whose event queues it uses (Sluice's copy of the slot's owner
     /// word, which the application could overwrite): a TCP connection's owner, 0 for UDP
-    /// (its datagrams are built on thread 0).
-    pub owners: Vec<u32>,
+    /// (its datagrams are built on thread 0). Atomics, as [`AppConn::gens`]: the thread
+    /// that takes the slot ([`Slots::take`]) writes them through `&AppConn`.
+    pub owners: Box<[AtomicU32]>,
     /// slot → how many times it was handed out ([`AppConn::reset_slot`]): a request
     /// thread 0 forwards to a connection's owner names the slot's generation, so that the
     /// owner never applies it to a later session of the slot ([`CtlReq`]).
-    pub gens: Vec<u32>,
+    pub gens: Box<[AtomicU32]>,
     /// slot → whether its session is TCP (a listener or a connection), set when a TCP
     /// session takes the slot: thread 0 decides where a request on the slot goes
     /// ([`SessionMain::owner_elsewhere`]) without reading the owner's table. Written by
@@ -288,7 +316,9 @@ impl AppConn {
     }
     /// The thread whose event queues slot `slot` uses.
     pub fn owner(&self, slot: u32) -> u32 {
-        self.owners.get(slot as usize).copied().unwrap_or(0)
+        self.owners
+            .get(slot as usize)
+            .map_or(0, |x| x.load(Ordering::Acquire))
     }
     /// (rx, tx) FIFOs of a slot.
     pub fn fifos(&self, slot: u32) -> Option<(Fifo<'_>, Fifo<'_>)> {
@@ -326,16 +356,16 @@ impl AppConn {
     /// touches a free slot: the application lets go of it when it sends Close (a stale
     /// request or mark would otherwise reach the new owner as a spurious event, or
     /// swallow its first one).
-    pub fn reset_slot(&mut self, slot: u32) {
+    pub fn reset_slot(&self, slot: u32) {
         if let Some((rx, tx)) = self.fifos(slot) {
             rx.reset();
             tx.reset();
         }
-        if let Some(o) = self.owners.get_mut(slot as usize) {
-            *o = 0;
+        if let Some(o) = self.owners.get(slot as usize) {
+            o.store(0, Ordering::Release);
         }
-        if let Some(n) = self.gens.get_mut(slot as usize) {
-            *n = n.wrapping_add(1);
+        if let Some(n) = self.gens.get(slot as usize) {
+            n.fetch_add(1, Ordering::AcqRel);
         }
         if let Some(x) = self.tcp.get(slot as usize) {
             x.store(false, Ordering::Release);
@@ -383,13 +413,15 @@ impl AppConn {
 
     /// Slot `slot`'s generation (see [`AppConn::gens`]).
     pub fn slot_gen(&self, slot: u32) -> u32 {
-        self.gens.get(slot as usize).copied().unwrap_or(0)
+        self.gens
+            .get(slot as usize)
+            .map_or(0, |x| x.load(Ordering::Acquire))
     }
 
     /// Makes slot `slot` use thread `t`'s event queues (a TCP connection's owner), before
     /// the application learns of the slot (the accept event, the connect reply): its owner
     /// word tells the library where to queue its tx events.
-    pub fn set_owner(&mut self, slot: u32, t: usize) {
+    pub fn set_owner(&self, slot: u32, t: usize) {
         // A thread without a queue in this segment (none at startup: n_queues is the
         // thread count) would have its events dropped by the worker that owns that queue
         // number; thread 0 takes any, its `tcp_queue` finds the owner.
@@ -401,8 +433,8 @@ impl AppConn {
         if let Some((rx, _)) = self.fifos(slot) {
             rx.owner().store(t, std::sync::atomic::Ordering::Release);
         }
-        if let Some(o) = self.owners.get_mut(slot as usize) {
-            *o = t;
+        if let Some(o) = self.owners.get(slot as usize) {
+            o.store(t, Ordering::Release);
         }
     }
 
@@ -414,6 +446,87 @@ impl AppConn {
             Some((rx, tx)) if tx.take_space_request() => self.notify(&rx, slot),
             _ => true,
         }
+    }
+}
+
+/// An application's slot → session map, taken, filled and freed through a shared
+/// reference (atomics): a slot is taken by a compare-and-swap from free, so a worker
+/// accepting a connection and thread 0 serving a bind or connect never take the same
+/// slot whichever lock each holds (today both hold the session mutex; the per-worker locks
+/// of issue 19 need it). A slot holds a session handle, [`PENDING`] (taken, its session
+/// not filed yet), or nothing.
+pub struct Slots(Box<[AtomicU32]>);
+
+/// What a free slot holds in [`Slots`]: no session handle (it would name thread 255) and
+/// not [`PENDING`].
+const FREE: u32 = u32::MAX - 1;
+const _: () = assert!(handle_thread(FREE) >= SESSION_THREADS && FREE != PENDING);
+
+impl Slots {
+    /// `n` free slots.
+    pub fn new(n: u32) -> Slots {
+        Slots((0..n).map(|_| AtomicU32::new(FREE)).collect())
+    }
+
+    /// How many slots there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// What slot `slot` holds (None: free, or no such slot).
+    pub fn get(&self, slot: u32) -> Option<u32> {
+        self.0
+            .get(slot as usize)
+            .map(|x| x.load(Ordering::Acquire))
+            .filter(|&v| v != FREE)
+    }
+
+    /// What each slot holds, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Option<u32>> + '_ {
+        (0..self.0.len() as u32).map(|i| self.get(i))
+    }
+
+    /// Takes the first free slot for `v` (a session, or [`PENDING`]); None when every
+    /// slot is held.
+    pub fn take(&self, v: u32) -> Option<u32> {
+        debug_assert_ne!(v, FREE);
+        self.0
+            .iter()
+            .position(|x| {
+                x.load(Ordering::Relaxed) == FREE
+                    && x.compare_exchange(FREE, v, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+            })
+            .map(|i| i as u32)
+    }
+
+    /// Fills slot `slot`, which its caller took ([`PENDING`]), with session `sid`: a
+    /// compare-and-swap from [`PENDING`], false (nothing written) when the slot no longer
+    /// holds it (freed meanwhile, or another's). The Release publishes what the taker set
+    /// up before it (FIFOs, owner, generation, TCP flag, endpoints): a reader loads the
+    /// slot word first and those after it. `PENDING` names no taker: a slot freed and
+    /// taken again between a check and this call is still `PENDING` (docs/hoststack.md,
+    /// *Session 17*, the generation in the slot word).
+    #[must_use]
+    pub fn set(&self, slot: u32, sid: u32) -> bool {
+        debug_assert!(sid != FREE && sid != PENDING);
+        self.0.get(slot as usize).is_some_and(|x| {
+            x.compare_exchange(PENDING, sid, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// Frees slot `slot` if it still holds `v`: whether it did.
+    pub fn free_if(&self, slot: u32, v: u32) -> bool {
+        self.0.get(slot as usize).is_some_and(|x| {
+            x.compare_exchange(v, FREE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 }
 
@@ -497,15 +610,14 @@ pub struct SessionMain {
     /// Application events a full event queue refused (each filed for a retry unless the
     /// application is dead).
     pub evq_refused: u64,
-    /// TCP listeners by (address, port).
-    pub tcp_listeners: Table<(IpAddr, u16)>,
+    /// The TCP listeners and their handshake state, behind their own lock ([`AcceptPart`];
+    /// [`SessionMain::acc`] takes it).
+    pub accept: Accept,
     /// TCP ports in use (listeners and connections).
     pub tcp_ports: Table<(bool, u16)>,
-    /// Events full event queues refused (data, accept and tx-space events), retried by
-    /// `session-queue` every [`RETRY_EVERY`] until queued ([`SessionMain::retry_events`]).
-    pub(crate) evq_retry: Vec<Refused>,
-    /// Set when an event is filed for a retry: makes `session-queue` active to arm its
-    /// retry timer.
+    /// Set when an event is filed for a retry on thread 0 ([`SessionWorker::evq_retry`]):
+    /// makes its `session-queue` active to arm its retry timer (a worker is kicked through
+    /// its `tcp_kick`).
     pub retry_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Sessions a thread's table may hold: [`MAX_SESSIONS`] (`None`), smaller in tests.
     pub(crate) sess_limit: Option<usize>,
@@ -638,6 +750,13 @@ pub struct SessionWorker {
     pub tcp_count: u32,
     /// This thread's TCP counters (`show session` sums them: [`SessionMain::tcp_stats`]).
     pub tcp_stats: TcpGlobal,
+    /// Events a full app event queue of this thread refused (data, accept and tx-space
+    /// events of the slots whose owner is this thread, [`AppConn::owner`]), retried by
+    /// this thread's `session-queue` every [`RETRY_EVERY`] until queued
+    /// ([`SessionMain::retry_events`]): each app queue has one producer, its thread, for
+    /// retries too (thread 0 retried every thread's before; see docs/hoststack.md,
+    /// *Session 17*).
+    pub(crate) evq_retry: Vec<Refused>,
 }
 
 /// A control request thread 0 hands to the thread that owns the connection it acts on
@@ -930,6 +1049,15 @@ impl SessionMain {
         self.workers[t].tcp_kick.clone()
     }
 
+    /// The accept part, locked ([`AcceptPart`]): hold the guard for one lookup or update,
+    /// never across another lock.
+    pub fn acc(&self) -> std::sync::MutexGuard<'_, AcceptPart> {
+        match self.accept.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
     /// Kicks thread `t`'s `session-queue` (its queues got work) and wakes the thread if it
     /// sleeps and is not thread 0 alone.
     pub(crate) fn kick_worker(&self, t: usize) {
@@ -1006,7 +1134,7 @@ impl SessionMain {
         self.apps
             .get(a as usize)
             .and_then(|x| x.as_ref())
-            .and_then(|x| x.slots.get(slot as usize).copied().flatten())
+            .and_then(|x| x.slots.get(slot))
             .filter(|&sid| sid != PENDING)
     }
 
@@ -1021,10 +1149,8 @@ impl SessionMain {
     /// Whether slot `slot` of application `a` (attach `serial`) still holds session `sid`
     /// in generation `gen` (a forwarded request is applied only then).
     pub(crate) fn slot_holds(&self, a: u32, serial: u64, slot: u32, gen: u32, sid: u32) -> bool {
-        self.app_of(a, serial).is_some_and(|app| {
-            app.slots.get(slot as usize).copied().flatten() == Some(sid)
-                && app.slot_gen(slot) == gen
-        })
+        self.app_of(a, serial)
+            .is_some_and(|app| app.slots.get(slot) == Some(sid) && app.slot_gen(slot) == gen)
     }
 
     /// Thread `th` applies the control requests it took from its ring, in order: only to
@@ -1124,10 +1250,11 @@ impl SessionMain {
     }
 
     /// Files `event` for slot `slot` of application `a`, which its full event queue
-    /// refused ([`AppConn::notify`]), for `session-queue` to queue every [`RETRY_EVERY`]:
-    /// no later event may come for the slot (the peer may have sent its last data). Not
-    /// for a dead application: nobody reads its queue, and a retry would wake the thread
-    /// while its connections linger.
+    /// refused ([`AppConn::notify`]), for the `session-queue` of the thread whose queue it
+    /// is (the slot's owner) to queue every [`RETRY_EVERY`]: no later event may come for
+    /// the slot (the peer may have sent its last data). Not for a dead application:
+    /// nobody reads its queue, and a retry would wake the thread while its connections
+    /// linger.
     pub(crate) fn refused(&mut self, a: u32, slot: u32, event: u32) {
         let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
             return;
@@ -1138,36 +1265,56 @@ impl SessionMain {
             slot,
             event,
         };
-        if !app.dead && !self.evq_retry.contains(&r) {
-            self.evq_retry.push(r);
+        // The queue `push_event` used: the slot's owner (0 for one without a table here).
+        let t = app.owner(slot) as usize;
+        let t = if t < self.workers.len() { t } else { 0 };
+        if app.dead || self.workers[t].evq_retry.contains(&r) {
+            return;
+        }
+        self.workers[t].evq_retry.push(r);
+        if t == 0 {
             self.retry_kick
                 .store(true, std::sync::atomic::Ordering::Release);
-            // Only thread 0's `session-queue` reads the kick: a worker filing the retry wakes
+            // Thread 0's `session-queue` reads this kick: a worker filing the retry wakes
             // it, else the retry waits for its next session-process tick (10 ms).
             if self.workers.len() > 1 {
                 if let Some(w) = self.graph.as_ref().and_then(|g| g.wakers.first()) {
                     w.wake_if_sleeping();
                 }
             }
+        } else {
+            self.kick_worker(t);
         }
     }
 
     /// Forgets the refused events of slot `slot` of application `a`: the slot was released,
-    /// so they belong to a session that is gone, not to the slot's next owner.
+    /// so they belong to a session that is gone, not to the slot's next owner. Every
+    /// thread's list is looked at (they are empty but while an application is behind).
     pub(crate) fn drop_retries(&mut self, a: u32, slot: u32) {
-        self.evq_retry.retain(|r| !(r.app == a && r.slot == slot));
+        for w in self.workers.iter_mut() {
+            w.evq_retry.retain(|r| !(r.app == a && r.slot == slot));
+        }
     }
 
-    /// Queues the events full event queues refused, if there is room now (their slots'
-    /// sessions are still the same: [`Self::drop_retries`]). A dead application gets none.
-    pub(crate) fn retry_events(&mut self) {
-        // Filtered in place: the list keeps its allocation between retries.
+    /// Queues the events thread `t`'s full event queues refused, if there is room now
+    /// (their slots' sessions are still the same: [`Self::drop_retries`]). A dead
+    /// application gets none.
+    pub(crate) fn retry_events(&mut self, t: usize) {
         let apps = &self.apps;
-        self.evq_retry.retain(|r| {
+        let Some(w) = self.workers.get_mut(t) else {
+            return;
+        };
+        // Filtered in place: the list keeps its allocation between retries.
+        w.evq_retry.retain(|r| {
             apps.get(r.app as usize)
                 .and_then(|x| x.as_ref())
                 .is_some_and(|app| !app.dead && !app.push_event(r.event))
         });
+    }
+
+    /// Events awaiting a retry on every thread (`show session verbose`).
+    pub fn evq_awaiting(&self) -> usize {
+        self.workers.iter().map(|w| w.evq_retry.len()).sum()
     }
 
     /// Whether control requests may come: an application is attached (and alive) or a
@@ -1404,9 +1551,9 @@ impl SessionMain {
             g,
             app_efd,
             sluice_efds,
-            slots: vec![None; g.n_slots as usize],
-            owners: vec![0; g.n_slots as usize],
-            gens: vec![0; g.n_slots as usize],
+            slots: Slots::new(g.n_slots),
+            owners: (0..g.n_slots).map(|_| AtomicU32::new(0)).collect(),
+            gens: (0..g.n_slots).map(|_| AtomicU32::new(0)).collect(),
             tcp: (0..g.n_slots).map(|_| AtomicBool::new(false)).collect(),
             sess_on: (0..SESSION_THREADS).map(|_| AtomicU32::new(0)).collect(),
             serial: self.attached + 1,
@@ -1629,7 +1776,7 @@ impl SessionMain {
                 .apps
                 .get(*a as usize)
                 .and_then(|x| x.as_ref())
-                .and_then(|x| x.slots.get(slot as usize).copied().flatten())
+                .and_then(|x| x.slots.get(slot))
             else {
                 continue;
             };
@@ -1720,21 +1867,28 @@ impl SessionMain {
         })
     }
 
-    /// A free slot of application `a`, made ready for a new session
-    /// ([`AppConn::reset_slot`]; still free: the caller fills it).
+    /// A free slot of application `a`, taken ([`PENDING`]) and made ready for a new
+    /// session ([`AppConn::reset_slot`]): the caller fills it with its session or frees it.
     pub(crate) fn take_slot(&mut self, a: u32) -> Result<u32, SessionError> {
         let app = self
             .apps
-            .get_mut(a as usize)
-            .and_then(|x| x.as_mut())
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
             .ok_or(SessionError::Invalid)?;
-        let slot = app
-            .slots
-            .iter()
-            .position(|s| s.is_none())
-            .ok_or(SessionError::NoSpace)? as u32;
+        let slot = app.slots.take(PENDING).ok_or(SessionError::NoSpace)?;
+        // Reset by its taker alone (the slot is held): `&AppConn` is enough.
         app.reset_slot(slot);
         Ok(slot)
+    }
+
+    /// Fills slot `slot` of application `a`, which its caller took ([`PENDING`]), with
+    /// session `sid` ([`Slots::set`]): false when the slot is no longer pending (or the
+    /// application gone), and then nothing is written.
+    pub(crate) fn fill_slot(&self, a: u32, slot: u32, sid: u32) -> bool {
+        self.apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .is_some_and(|app| app.slots.set(slot, sid))
     }
 
     pub(crate) fn new_session(
@@ -1753,9 +1907,17 @@ impl SessionMain {
             stats: SessStats::default(),
             proto: Proto::Udp,
         };
-        let sid = self.alloc_sess(thread, s).ok_or(SessionError::NoSpace)?;
-        if let Some(app) = self.apps[a as usize].as_mut() {
-            app.slots[slot as usize] = Some(sid);
+        let Some(sid) = self.alloc_sess(thread, s) else {
+            if let Some(app) = self.apps[a as usize].as_ref() {
+                app.slots.free_if(slot, PENDING);
+            }
+            return Err(SessionError::NoSpace);
+        };
+        if !self.fill_slot(a, slot, sid) {
+            // Not ours any more: the session is unfiled, the slot left to its holder.
+            self.take_sess(sid);
+            self.free_sess(sid);
+            return Err(SessionError::NoSession);
         }
         Ok(sid)
     }
@@ -1832,10 +1994,8 @@ impl SessionMain {
             }
         }
         self.port_unref(s.local.is_ipv6(), s.local.port(), ports);
-        if let Some(app) = self.apps.get_mut(s.app as usize).and_then(|x| x.as_mut()) {
-            if let Some(x) = app.slots.get_mut(s.slot as usize) {
-                *x = None;
-            }
+        if let Some(app) = self.apps.get(s.app as usize).and_then(|x| x.as_ref()) {
+            app.slots.free_if(s.slot, sid);
         }
         self.drop_retries(s.app, s.slot);
         self.free_sess(sid);
@@ -1856,9 +2016,9 @@ impl SessionMain {
         if app.dead && !abort {
             return;
         }
-        let sids: Vec<u32> = (0..app.slots.len())
-            .filter(|&i| !app.slot_tcp(i as u32))
-            .filter_map(|i| app.slots[i])
+        // The slot word first (Acquire), the TCP flag its taker set before it after it.
+        let sids: Vec<u32> = (0..app.slots.len() as u32)
+            .filter_map(|i| app.slots.get(i).filter(|_| !app.slot_tcp(i)))
             .collect();
         for s in sids {
             self.close(s, ports);
@@ -1949,7 +2109,9 @@ impl SessionMain {
             }
         }
         if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.take()) {
-            self.evq_retry.retain(|r| r.app != a);
+            for w in self.workers.iter_mut() {
+                w.evq_retry.retain(|r| r.app != a);
+            }
             for (t, e) in app.sluice_efds.into_iter().enumerate() {
                 if t == 0 {
                     self.irq_del.push(e);
@@ -2151,10 +2313,93 @@ pub(crate) mod tests {
         let live: Vec<u16> = sm.iter().map(|(_, s)| s.local.port()).collect();
         assert_eq!(live, [7000], "only the good bind's session is left");
         assert_eq!(sm.tcp_count(), 0);
-        assert!(sm.tcp_listeners.is_empty());
+        assert!(sm.acc().by_addr.is_empty() && sm.acc().listens.is_empty());
         let held = sm.apps[0].as_ref().unwrap().slots.iter().flatten().count();
         assert_eq!(held, 1, "the failed sessions' slots are free");
         assert_eq!(sm.port_refs.len(), 1, "{:?}", sm.port_refs);
+    }
+
+    /// Runs `f(t, &slots)` on four threads `t` at once (a barrier before `f`), and gives
+    /// what each returned, in thread order.
+    fn on_four<R: Send + 'static>(
+        slots: &std::sync::Arc<Slots>,
+        f: fn(usize, &Slots) -> R,
+    ) -> Vec<R> {
+        let go = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let ts: Vec<_> = (0..4)
+            .map(|t| {
+                let (slots, go) = (slots.clone(), go.clone());
+                std::thread::spawn(move || {
+                    go.wait();
+                    f(t, &slots)
+                })
+            })
+            .collect();
+        ts.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
+    /// Four threads take and free slots at once, as a worker's accept and thread 0's bind
+    /// or connect would without a common lock. Each holds 8 slots and, 400,000 times,
+    /// frees its oldest and takes another, among the others doing the same on the same
+    /// first slots: a slot holds its taker's value until it frees it, and only that value
+    /// frees it. Then all four take until none is left: every slot taken by exactly one.
+    /// `set` fills only a `PENDING` slot. With `take` a load then a store (no yield
+    /// between) this failed 20 runs of 20 at load 21 on 2 cores (about 1.5 s a run);
+    /// holding one slot, or 20,000 rounds, it failed about a third of the runs or none.
+    #[test]
+    fn concurrent_takers_never_share_a_slot() {
+        const N: u32 = 256;
+        let slots = std::sync::Arc::new(Slots::new(N));
+        on_four(&slots, |t, slots| {
+            const ROUNDS: usize = 400_000;
+            const K: usize = 8;
+            // Each thread holds K slots: each round frees its oldest (after checking it
+            // still holds its value) and takes another.
+            let mut held = std::collections::VecDeque::with_capacity(K);
+            for i in 0..ROUNDS + K {
+                if held.len() == K || i >= ROUNDS {
+                    let Some((s, v)) = held.pop_front() else {
+                        break;
+                    };
+                    assert_eq!(slots.get(s), Some(v), "slot {s} shared");
+                    assert!(!slots.free_if(s, v + 1), "freed by another value");
+                    assert!(slots.free_if(s, v), "slot {s} shared");
+                }
+                if i < ROUNDS {
+                    let v = handle(t, i % 1024);
+                    held.push_back((slots.take(v).expect("a free slot"), v));
+                }
+            }
+        });
+        assert!(slots.iter().all(|s| s.is_none()));
+        let got = on_four(&slots, |t, slots| {
+            let mut mine = vec![];
+            while let Some(s) = slots.take(handle(t, mine.len())) {
+                mine.push(s);
+            }
+            mine
+        });
+        let mut all: Vec<u32> = got.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len() as u32, N, "a slot taken twice, or one lost");
+        assert_eq!(got.iter().map(|m| m.len() as u32).sum::<u32>(), N);
+        for (t, mine) in got.iter().enumerate() {
+            for (i, &s) in mine.iter().enumerate() {
+                assert_eq!(slots.get(s), Some(handle(t, i)));
+                assert!(slots.free_if(s, handle(t, i)));
+            }
+        }
+        assert!(slots.iter().all(|s| s.is_none()));
+        assert!(!slots.set(0, handle(0, 0)), "a free slot is not filled");
+        assert_eq!(slots.take(PENDING), Some(0));
+        assert_eq!(slots.get(0), Some(PENDING));
+        assert!(slots.set(0, handle(0, 0)));
+        assert!(
+            !slots.set(0, handle(0, 1)),
+            "a filled slot is not filled again"
+        );
+        assert_eq!(slots.get(0), Some(handle(0, 0)));
     }
 
     /// A worker's connection made before protocol 6 is registered waits for it, even when
@@ -2296,7 +2541,7 @@ pub(crate) mod tests {
     fn a_close_on_a_pending_slot_finds_no_session() {
         let (mut sm, peer, mut ports) = connect_on_worker(1, false);
         let app = sm.apps[0].as_ref().unwrap();
-        let slot = app.slots.iter().position(|s| *s == Some(PENDING)).unwrap() as u32;
+        let slot = app.slots.iter().position(|s| s == Some(PENDING)).unwrap() as u32;
         for m in [Msg::Close { req: 2, slot }, Msg::Shutdown { req: 3, slot }] {
             seqpacket::send(&peer, &msg::encode(&m), None).unwrap();
         }
@@ -2393,16 +2638,16 @@ pub(crate) mod tests {
         // Filed once, however often it is refused.
         sm.refused(0, 1, 1);
         sm.refused(0, 1, 1);
-        assert_eq!(sm.evq_retry.len(), 1);
+        assert_eq!(sm.workers[0].evq_retry.len(), 1);
         assert_eq!(sm.evq_refused, 2, "each refusal counted");
         let pop_all = |sm: &SessionMain| {
             let q = sm.apps[0].as_ref().unwrap().app_evq(0).unwrap();
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
         };
         pop_all(&sm);
-        sm.retry_events();
+        sm.retry_events(0);
         assert_eq!(pop_all(&sm), [1]);
-        assert!(sm.evq_retry.is_empty());
+        assert!(sm.workers[0].evq_retry.is_empty());
     }
 
     #[test]
@@ -2417,7 +2662,7 @@ pub(crate) mod tests {
         let (rx, _) = app.fifos(slot).unwrap();
         assert!(!app.notify(&rx, slot), "refused");
         sm.refused(0, slot, slot);
-        assert_eq!(sm.evq_retry.len(), 1);
+        assert_eq!(sm.workers[0].evq_retry.len(), 1);
         // The session closes; a new one gets the same slot before the retry.
         sm.close(a, &mut ports);
         let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
@@ -2427,13 +2672,13 @@ pub(crate) mod tests {
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
         };
         pop_all(&sm); // the application caught up
-        sm.retry_events();
+        sm.retry_events(0);
         assert_eq!(
             pop_all(&sm),
             [],
             "the last owner's event for the new session"
         );
-        assert!(sm.evq_retry.is_empty());
+        assert!(sm.workers[0].evq_retry.is_empty());
     }
 
     #[test]
@@ -2478,7 +2723,7 @@ pub(crate) mod tests {
         tx.want_space();
         // The last space was freed (the FIFO is empty): no later freeing will try again.
         sm.notify_tx_space(0, 1);
-        sm.retry_events(); // still full
+        sm.retry_events(0); // still full
         let a = sm.apps[0].as_ref().unwrap();
         let q = a.app_evq(0).unwrap();
         let mut got = vec![];
@@ -2487,12 +2732,12 @@ pub(crate) mod tests {
         }
         assert!(!got.contains(&1), "queued while the queue was full?");
         // The application caught up: session-queue's next poll delivers the event, once.
-        sm.retry_events();
-        sm.retry_events();
+        sm.retry_events(0);
+        sm.retry_events(0);
         let a = sm.apps[0].as_ref().unwrap();
         let q = a.app_evq(0).unwrap();
         assert_eq!((q.pop(), q.pop()), (Some(1), None));
-        assert!(sm.evq_retry.is_empty());
+        assert!(sm.workers[0].evq_retry.is_empty());
         // The application read the slot: its event mark is clear, so the next event is
         // pushed (not merged into a pending one).
         a.fifos(1).unwrap().0.clear_event();
@@ -2516,7 +2761,10 @@ pub(crate) mod tests {
             !std::iter::from_fn(|| q.pop()).any(|e| e == 1),
             "the push was refused (the queue was full)"
         );
-        assert!(sm.evq_retry.is_empty(), "a retry for a dead application");
+        assert!(
+            sm.workers[0].evq_retry.is_empty(),
+            "a retry for a dead application"
+        );
     }
 
     /// Drains what Sluice sent the application; returns the messages.

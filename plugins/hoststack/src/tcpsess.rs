@@ -142,17 +142,8 @@ impl SessionMain {
     /// Whether listener `lsid` sent SYN cookies that are still valid (this or the last
     /// period, as [`SessionMain::cookie_check`] accepts).
     fn cookies_recent(&self, lsid: u32) -> bool {
-        match self.sess(lsid) {
-            Some(crate::session::Session {
-                proto:
-                    Proto::TcpListen {
-                        cookies_at: Some(t),
-                        ..
-                    },
-                ..
-            }) => Self::cookie_period().wrapping_sub(*t) <= 1,
-            _ => false,
-        }
+        let at = self.acc().listens.get(&lsid).and_then(|l| l.cookies_at);
+        at.is_some_and(|t| Self::cookie_period().wrapping_sub(t) <= 1)
     }
 
     /// A hash of `x` keyed with the host's secret (ISNs, SYN cookies).
@@ -194,7 +185,7 @@ impl SessionMain {
                 .ok_or(SessionError::NoSpace)?;
             local.set_port(p);
         }
-        if crate::session::clashes(self.tcp_listeners.keys(), local) {
+        if crate::session::clashes(self.acc().by_addr.keys(), local) {
             return Err(SessionError::InUse);
         }
         let sid = self.new_session(0, a, local, None)?;
@@ -204,17 +195,23 @@ impl SessionMain {
         };
         let mut slot = NO_SLOT;
         if let Some(s) = self.sess_mut(sid) {
-            s.proto = Proto::TcpListen {
-                backlog,
-                half_open: 0,
-                cookies_at: None,
-            };
+            s.proto = Proto::TcpListen;
             slot = s.slot;
         }
         if let Some(app) = self.apps[a as usize].as_mut() {
             app.set_tcp(slot);
         }
-        self.tcp_listeners.insert((local.ip(), local.port()), sid);
+        let mut acc = self.acc();
+        acc.by_addr.insert((local.ip(), local.port()), sid);
+        let l = crate::session::Listen {
+            app: a,
+            slot,
+            backlog,
+            half_open: 0,
+            cookies_at: None,
+        };
+        acc.listens.insert(sid, l);
+        drop(acc);
         self.tcp_port_ref(v6, local.port(), true);
         self.worker_of(sid).tcp_count += 1;
         Ok(sid)
@@ -268,8 +265,7 @@ impl SessionMain {
         let slot = self.take_slot(a)?;
         let serial = self.apps[a as usize].as_ref().map_or(0, |x| x.serial);
         let mut gen = 0;
-        if let Some(app) = self.apps[a as usize].as_mut() {
-            app.slots[slot as usize] = Some(PENDING);
+        if let Some(app) = self.apps[a as usize].as_ref() {
             gen = app.slot_gen(slot);
             app.set_owner(slot, owner);
             app.set_tcp(slot);
@@ -326,21 +322,29 @@ impl SessionMain {
             };
             r = self.alloc_sess(th, s).ok_or(SessionError::NoSpace);
         }
+        // The slot filled by a compare-and-swap from `PENDING` (`Slots::set`): a slot
+        // no longer pending since the check above is left to whoever holds it now.
+        let mut free = pending;
+        if let Ok(sid) = r {
+            if !self.fill_slot(c.app, c.slot, sid) {
+                self.take_sess(sid);
+                self.free_sess(sid);
+                free = false;
+                r = Err(SessionError::NoSession);
+            }
+        }
         let sid = match r {
             Ok(sid) => sid,
             Err(e) => {
-                if pending {
-                    if let Some(app) = self.apps[c.app as usize].as_mut() {
-                        app.slots[c.slot as usize] = None;
+                if free {
+                    if let Some(app) = self.apps[c.app as usize].as_ref() {
+                        app.slots.free_if(c.slot, PENDING);
                     }
                 }
                 self.tcp_port_ref(v6, local.port(), false);
                 return Err(e);
             }
         };
-        if let Some(app) = self.apps[c.app as usize].as_mut() {
-            app.slots[c.slot as usize] = Some(sid);
-        }
         let w = &mut self.workers[th];
         w.tcp_conns.insert((local, remote), sid);
         w.tcp_count += 1;
@@ -383,7 +387,7 @@ impl SessionMain {
             return;
         };
         match &mut s.proto {
-            Proto::TcpListen { .. } => self.tcp_release(sid),
+            Proto::TcpListen => self.tcp_release(sid),
             Proto::Tcp(t, l) => {
                 l.app_closed = true;
                 match t.state {
@@ -407,7 +411,7 @@ impl SessionMain {
         let s = self.sess_mut(sid).ok_or(SessionError::NoSession)?;
         match &mut s.proto {
             Proto::Udp => Ok(()),
-            Proto::TcpListen { .. } => Err(SessionError::NotConnected),
+            Proto::TcpListen => Err(SessionError::NotConnected),
             Proto::Tcp(t, _) => match t.state {
                 State::Established | State::CloseWait => {
                     t.app_closed = true;
@@ -448,8 +452,11 @@ impl SessionMain {
         };
         let v6 = s.local.is_ipv6();
         match s.proto {
-            Proto::TcpListen { .. } => {
-                self.tcp_listeners.remove(&(s.local.ip(), s.local.port()));
+            Proto::TcpListen => {
+                let mut acc = self.acc();
+                acc.by_addr.remove(&(s.local.ip(), s.local.port()));
+                acc.listens.remove(&sid);
+                drop(acc);
                 self.tcp_port_ref(v6, s.local.port(), false);
                 // Its connections still in the handshake go with it.
                 let kids: Vec<u32> = self
@@ -475,11 +482,7 @@ impl SessionMain {
                     self.tcp_port_ref(v6, s.local.port(), false);
                 }
                 if let Some(p) = l.parent {
-                    if let Some(Proto::TcpListen { half_open, .. }) =
-                        self.sess_mut(p).map(|x| &mut x.proto)
-                    {
-                        *half_open = half_open.saturating_sub(1);
-                    }
+                    self.half_open_done(p);
                 }
             }
             Proto::Udp => {}
@@ -504,14 +507,12 @@ impl SessionMain {
         if slot == NO_SLOT {
             return;
         }
-        let held = self
+        let freed = self
             .apps
-            .get_mut(app as usize)
-            .and_then(|x| x.as_mut())
-            .and_then(|a| a.slots.get_mut(slot as usize))
-            .filter(|x| **x == Some(sid));
-        if let Some(x) = held {
-            *x = None;
+            .get(app as usize)
+            .and_then(|x| x.as_ref())
+            .is_some_and(|a| a.slots.free_if(slot, sid));
+        if freed {
             self.drop_retries(app, slot);
         }
     }
@@ -588,14 +589,16 @@ impl SessionMain {
             }
             return Ok(());
         }
-        let lsid = self
-            .tcp_listeners
-            .get(&(local.ip(), local.port()))
-            .or_else(|| {
-                self.tcp_listeners
-                    .get(&(unspecified(local.is_ipv6()), local.port()))
-            })
-            .copied();
+        let lsid = {
+            let acc = self.acc();
+            acc.by_addr
+                .get(&(local.ip(), local.port()))
+                .or_else(|| {
+                    acc.by_addr
+                        .get(&(unspecified(local.is_ipv6()), local.port()))
+                })
+                .copied()
+        };
         let Some(lsid) = lsid else {
             if !has(TcpFlags::RST) {
                 let (seq, ack, f) = Tcb::rst_for(seg);
@@ -624,38 +627,37 @@ impl SessionMain {
             return Ok(());
         }
         let cookies = self.params.cfg.syn_cookies;
-        let app = match self.sess_mut(lsid) {
-            Some(s) => match &mut s.proto {
-                Proto::TcpListen {
-                    backlog,
-                    half_open,
-                    cookies_at,
-                } => {
-                    if *half_open >= *backlog {
-                        if cookies {
-                            *cookies_at = Some(Self::cookie_period());
-                            self.syn_cookie(local, remote, seg);
-                            return Ok(());
-                        }
-                        self.owner_worker(local, remote).tcp_stats.backlog_full += 1;
-                        return Err(TcpDrop::BacklogFull);
-                    }
-                    *half_open += 1;
-                    s.app
+        // The backlog place is taken in the accept part (one lock section): `Ok(app)`, or
+        // `Err(true)` when full with SYN cookies on.
+        let took = match self.acc().listens.get_mut(&lsid) {
+            Some(l) if l.half_open >= l.backlog => {
+                if cookies {
+                    l.cookies_at = Some(Self::cookie_period());
                 }
-                _ => return Err(TcpDrop::NoListener),
-            },
+                Err(cookies)
+            }
+            Some(l) => {
+                l.half_open += 1;
+                Ok(l.app)
+            }
             None => return Err(TcpDrop::NoListener),
+        };
+        let app = match took {
+            Ok(app) => app,
+            Err(true) => {
+                self.syn_cookie(local, remote, seg);
+                return Ok(());
+            }
+            Err(false) => {
+                self.owner_worker(local, remote).tcp_stats.backlog_full += 1;
+                return Err(TcpDrop::BacklogFull);
+            }
         };
         let iss = self.iss(local, remote);
         let tcb = Tcb::accept(iss, seg, self.tcp_local(local.is_ipv6()), now);
         if !self.tcp_new_conn(app, lsid, local, remote, tcb) {
             // Not filed: the SYN is dropped (counted), as if lost; the backlog place freed.
-            if let Some(Proto::TcpListen { half_open, .. }) =
-                self.sess_mut(lsid).map(|s| &mut s.proto)
-            {
-                *half_open = half_open.saturating_sub(1);
-            }
+            self.half_open_done(lsid);
         }
         Ok(())
     }
@@ -672,13 +674,13 @@ impl SessionMain {
         mss: u16,
         now: Instant,
     ) -> Result<(), TcpDrop> {
-        let Some(s) = self.sess_mut(lsid) else {
-            return Err(TcpDrop::NoListener);
+        let app = match self.acc().listens.get_mut(&lsid) {
+            Some(l) => {
+                l.half_open += 1; // given back when the application takes it
+                l.app
+            }
+            None => return Err(TcpDrop::NoListener),
         };
-        let app = s.app;
-        if let Proto::TcpListen { half_open, .. } = &mut s.proto {
-            *half_open += 1; // given back when the application takes it
-        }
         let syn = Seg {
             seq: seg.seq.wrapping_sub(1),
             ack: 0,
@@ -705,6 +707,15 @@ impl SessionMain {
         self.owner_worker(local, remote).tcp_stats.syn_cookies_ok += 1;
         // The ACK (and any data on it) now finds its connection.
         self.tcp_input(local, remote, seg, now)
+    }
+
+    /// A connection of listener `lsid` left the handshake (accepted, freed, or not filed):
+    /// its backlog place is given back. The listener's slot, None when it is gone.
+    fn half_open_done(&self, lsid: u32) -> Option<u32> {
+        self.acc().listens.get_mut(&lsid).map(|l| {
+            l.half_open = l.half_open.saturating_sub(1);
+            l.slot
+        })
     }
 
     /// Files a passive open under `local`/`remote` (in the handshake, no slot yet) and
@@ -822,38 +833,49 @@ impl SessionMain {
             Proto::Tcp(_, l) => l.parent.take(),
             _ => None,
         };
-        let lslot = parent.and_then(|p| self.sess_mut(p)).map(|p| {
-            if let Proto::TcpListen { half_open, .. } = &mut p.proto {
-                *half_open = half_open.saturating_sub(1);
-            }
-            p.slot
+        let lslot = parent.and_then(|p| self.half_open_done(p));
+        // Taken by a compare-and-swap (`Slots::take`) as `PENDING`: no other thread's
+        // bind, connect or accept can have it, whatever lock it holds, and no reader takes
+        // it for this session before it is set up.
+        let slot = lslot.and_then(|_| {
+            self.apps
+                .get(app as usize)
+                .and_then(|a| a.as_ref())
+                .and_then(|a| a.slots.take(PENDING))
         });
-        let slot = self
-            .apps
-            .get(app as usize)
-            .and_then(|a| a.as_ref())
-            .and_then(|a| a.slots.iter().position(|x| x.is_none()));
         let (Some(slot), Some(lslot)) = (slot, lslot) else {
             self.worker_of(sid).tcp_stats.no_slot += 1;
             self.tcp_abort(sid);
             return false;
         };
-        let slot = slot as u32;
-        if let Some(s) = self.sess_mut(sid) {
-            s.slot = slot;
-        }
-        let Some(a) = self.apps[app as usize].as_mut() else {
+        // Everything below needs only `&AppConn` (atomics), no table of thread 0's.
+        let Some(a) = self.apps[app as usize].as_ref() else {
             return false;
         };
-        a.slots[slot as usize] = Some(sid);
         a.reset_slot(slot);
         a.set_owner(slot, crate::session::handle_thread(sid));
         a.set_tcp(slot);
-        let refused = a.fifos(slot).is_some_and(|(rx, _)| {
+        if let Some((rx, _)) = a.fifos(slot) {
             rx.state().store(tcp_state::ESTABLISHED, Ordering::Release);
             rx.set_endpoints(local, remote, lslot);
-            !a.notify(&rx, seg::EVENT_ACCEPT | slot)
-        });
+        }
+        // The slot word last (Release, `Slots::set`): a reader that sees `sid` in it sees
+        // the owner, generation, TCP flag and endpoints above. False only when a stale
+        // request freed the `PENDING` (docs/hoststack.md, *Session 17*): no slot then.
+        if !a.slots.set(slot, sid) {
+            self.worker_of(sid).tcp_stats.no_slot += 1;
+            self.tcp_abort(sid);
+            return false;
+        }
+        if let Some(s) = self.sess_mut(sid) {
+            s.slot = slot;
+        }
+        let Some(a) = self.apps[app as usize].as_ref() else {
+            return false;
+        };
+        let refused = a
+            .fifos(slot)
+            .is_some_and(|(rx, _)| !a.notify(&rx, seg::EVENT_ACCEPT | slot));
         if refused {
             self.refused(app, slot, seg::EVENT_ACCEPT | slot);
         }
@@ -981,10 +1003,42 @@ pub(crate) fn rearm(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn seg(seq: u32, ack: u32, flags: TcpFlags) -> Seg<'static> {
+    /// Completes connection `sid`'s passive open (peer `r` to `l`, its SYN in): reads
+    /// the ISS of the SYN-ACK it queued and sends the final ACK, with `data` (and PSH)
+    /// when there is some. Returns the ACK's acknowledgement number (ISS + 1).
+    fn complete_handshake(
+        sm: &mut SessionMain,
+        (l, r): (SocketAddr, SocketAddr),
+        sid: u32,
+        data: &[u8],
+        now: Instant,
+    ) -> u32 {
+        let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
+            panic!("not a connection");
+        };
+        let mut iss = 0;
+        tcb.output(0, 4096, now, |o| {
+            iss = o.seq;
+            true
+        });
+        let snd = iss.wrapping_add(1);
+        let flags = if data.is_empty() {
+            TcpFlags::ACK
+        } else {
+            TcpFlags::ACK | TcpFlags::PSH
+        };
+        let ack = Seg {
+            data,
+            ..seg(778, snd, flags)
+        };
+        sm.tcp_input(l, r, &ack, now).unwrap();
+        snd
+    }
+
+    pub(crate) fn seg(seq: u32, ack: u32, flags: TcpFlags) -> Seg<'static> {
         Seg {
             seq,
             ack,
@@ -1038,13 +1092,19 @@ mod tests {
             local: l,
             remote: None,
             stats: Default::default(),
-            proto: Proto::TcpListen {
-                backlog: 8,
-                half_open: 0,
-                cookies_at: None,
-            },
+            proto: Proto::TcpListen,
         }));
-        sm.tcp_listeners.insert((l.ip(), l.port()), 0);
+        let mut acc = sm.acc();
+        acc.by_addr.insert((l.ip(), l.port()), 0);
+        let listen = crate::session::Listen {
+            app: 0,
+            slot: 0,
+            backlog: 8,
+            half_open: 0,
+            cookies_at: None,
+        };
+        acc.listens.insert(0, listen);
+        drop(acc);
         // The ACK a SYN's cookie SYN-ACK would get, but the listener never overflowed.
         let c = sm.cookie(l, r, 777, SessionMain::cookie_period(), 5);
         let ack = seg(778, c.wrapping_add(1), TcpFlags::ACK);
@@ -1113,10 +1173,8 @@ mod tests {
         assert!(!sm.workers[0].tcp_conns.contains_key(&(l, r(4002))));
         assert_eq!(sm.workers[0].sessions.len(), before);
         assert_eq!(sm.tcp_count(), 3);
-        let Some(Proto::TcpListen { half_open, .. }) = sm.sess(lsid).map(|s| &s.proto) else {
-            panic!("not a listener");
-        };
-        assert_eq!(*half_open, 2, "the dropped SYN holds no backlog place");
+        let half_open = sm.acc().listens[&lsid].half_open;
+        assert_eq!(half_open, 2, "the dropped SYN holds no backlog place");
         // A freed index is reused, under the limit.
         let sid = sm.workers[0].tcp_conns[&(l, r(4000))];
         sm.tcp_abort(sid);
@@ -1128,6 +1186,90 @@ mod tests {
             (0, handle_index(sid))
         );
         assert_eq!(sm.tcp_stats().table_full, 1);
+    }
+
+    /// Three threads, one listener (on thread 0) with a backlog of 4: the SYNs of flows
+    /// every thread owns share its backlog in the accept part (the fifth is refused
+    /// wherever it lands, with cookies off; answered with a cookie by its flow's owner with
+    /// them on), an accept on a worker gives its place back and names the listener's slot,
+    /// and closing the listener aborts its half-open connections on every thread and
+    /// leaves nothing in the accept part.
+    #[test]
+    fn every_threads_syns_share_the_listeners_backlog_in_the_accept_part() {
+        use crate::session::{flow_owner, handle_thread, Config};
+        let now = Instant::now();
+        for cookies in [false, true] {
+            let (mut sm, _peer) = crate::session::tests::with_app_on(3);
+            let cfg = Config {
+                syn_cookies: cookies,
+                ..sm.params.cfg.clone()
+            };
+            sm.set_cfg(cfg);
+            let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+            let lsid = sm
+                .tcp_listen(0, l, 4, &crate::session::tests::locals())
+                .unwrap();
+            let lslot = sm.sess(lsid).unwrap().slot;
+            let r = |p| SocketAddr::new("10.0.0.2".parse().unwrap(), p);
+            let ports: Vec<u16> = (4000..4100).collect();
+            let on = |p: u16| flow_owner(l, r(p), 3);
+            // Four SYNs: at least one on each worker.
+            let mut syn: Vec<u16> = [1, 2]
+                .map(|t| *ports.iter().find(|&&p| on(p) == t).unwrap())
+                .into();
+            let more: Vec<u16> = ports
+                .iter()
+                .filter(|p| !syn.contains(p))
+                .take(2)
+                .copied()
+                .collect();
+            syn.extend(more);
+            for &p in &syn {
+                sm.tcp_input(l, r(p), &seg(777, 0, TcpFlags::SYN), now)
+                    .unwrap();
+                assert!(sm.workers[on(p)].tcp_conns.contains_key(&(l, r(p))));
+            }
+            assert_eq!(sm.acc().listens[&lsid].half_open, 4);
+            // The fifth, on a worker: refused, or answered with a cookie by that worker.
+            let fifth = *ports
+                .iter()
+                .find(|&&p| on(p) == 2 && !syn.contains(&p))
+                .unwrap();
+            sm.workers[2].ctl_out.clear();
+            let got = sm.tcp_input(l, r(fifth), &seg(777, 0, TcpFlags::SYN), now);
+            assert!(!sm.workers[2].tcp_conns.contains_key(&(l, r(fifth))));
+            if cookies {
+                assert_eq!(got, Ok(()));
+                assert_eq!(sm.workers[2].ctl_out.len(), 1, "the cookie SYN-ACK");
+                assert!(sm.acc().listens[&lsid].cookies_at.is_some());
+            } else {
+                assert_eq!(got, Err(TcpDrop::BacklogFull));
+                assert_eq!(sm.tcp_stats().backlog_full, 1);
+            }
+            assert_eq!(sm.acc().listens[&lsid].half_open, 4);
+            // The worker-1 connection completes: its place is given back.
+            let p1 = syn[0];
+            let sid = sm.workers[1].tcp_conns[&(l, r(p1))];
+            assert_eq!(handle_thread(sid), 1);
+            complete_handshake(&mut sm, (l, r(p1)), sid, &[], now);
+            let slot = sm.sess(sid).unwrap().slot;
+            assert_ne!(slot, NO_SLOT, "accepted");
+            let a = sm.apps[0].as_ref().unwrap();
+            let (rx, _) = a.fifos(slot).unwrap();
+            assert_eq!(
+                rx.endpoints().map(|e| e.2),
+                Some(lslot),
+                "the listener's slot"
+            );
+            assert_eq!(sm.acc().listens[&lsid].half_open, 3);
+            // The listener closes: its three half-open connections go, on every thread.
+            sm.tcp_close(lsid);
+            assert!(sm.acc().by_addr.is_empty() && sm.acc().listens.is_empty());
+            for &p in &syn[1..] {
+                assert!(!sm.workers[on(p)].tcp_conns.contains_key(&(l, r(p))), "{p}");
+            }
+            assert!(sm.sess(sid).is_some(), "the accepted connection stays");
+        }
     }
 
     /// An application dying with connections on every thread (handshakes it listens for,
@@ -1247,7 +1389,7 @@ mod tests {
             }
             for (slot, sid) in a.slots.iter().enumerate() {
                 if let Some(sid) = sid {
-                    let tcp = sm.sess(*sid).unwrap().proto.is_tcp();
+                    let tcp = sm.sess(sid).unwrap().proto.is_tcp();
                     assert_eq!(a.slot_tcp(slot as u32), tcp, "slot {slot}");
                 }
             }
@@ -1330,19 +1472,7 @@ mod tests {
                 .unwrap();
             let sid = sm.workers[t].tcp_conns[&(l, r)];
             assert_eq!(handle_thread(sid), t);
-            let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
-                panic!("not a connection");
-            };
-            let mut iss = 0;
-            tcb.output(0, 4096, now, |o| {
-                iss = o.seq;
-                true
-            });
-            let ack = Seg {
-                data: b"hi",
-                ..seg(778, iss.wrapping_add(1), TcpFlags::ACK | TcpFlags::PSH)
-            };
-            sm.tcp_input(l, r, &ack, now).unwrap();
+            complete_handshake(&mut sm, (l, r), sid, b"hi", now);
             slots[t] = Some(sm.sess(sid).unwrap().slot);
         }
         let a = sm.apps[0].as_ref().unwrap();
@@ -1416,7 +1546,11 @@ mod tests {
             !got.is_empty() && got.iter().all(|&e| e == 0),
             "the queue was full: {got:?}"
         );
-        assert_eq!(sm.evq_retry.len(), 1, "the accept was refused and filed");
+        assert_eq!(
+            sm.workers[0].evq_retry.len(),
+            1,
+            "the accept was refused and filed"
+        );
         // Data comes before the retry: its event waits behind the accept's.
         let data = Seg {
             data: b"hello",
@@ -1428,9 +1562,62 @@ mod tests {
             [],
             "no data event for a slot not yet accepted"
         );
-        sm.retry_events();
+        sm.retry_events(0);
         assert_eq!(app_events(&sm), [seg::EVENT_ACCEPT | slot]);
-        assert!(sm.evq_retry.is_empty());
+        assert!(sm.workers[0].evq_retry.is_empty());
+    }
+
+    /// Fills thread `t`'s app event queue of application 0 after taking what it held (the
+    /// events' slot marks cleared, as the library does); returns what it held.
+    pub(crate) fn fill_queue(sm: &SessionMain, t: u32) -> Vec<u32> {
+        let a = sm.apps[0].as_ref().unwrap();
+        let q = a.app_evq(t).unwrap();
+        let held: Vec<u32> = std::iter::from_fn(|| q.pop()).collect();
+        for e in &held {
+            a.fifos(e & !seg::EVENT_ACCEPT).unwrap().0.clear_event();
+        }
+        while q.push(0) {} // slot 0's (the listener's) events: the application is behind
+        held
+    }
+
+    /// Two threads: a data event worker 1's full queue refused is filed on worker 1 and
+    /// retried by worker 1 into its own queue (each app queue has one producer, for
+    /// retries too); thread 0's retry leaves it, and the worker is kicked to arm its
+    /// timer. Fails with one list retried by thread 0 (as before session 17).
+    #[test]
+    fn a_refused_event_is_retried_by_the_thread_whose_queue_refused_it() {
+        let (mut sm, _peer) = crate::session::tests::with_app_on(2);
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        sm.tcp_listen(0, l, 64, &crate::session::tests::locals())
+            .unwrap();
+        let (sid, slot, r, snd) = accepted_on(&mut sm, l, 1, 4000..4200, 1)[0];
+        assert_eq!(crate::session::handle_thread(sid), 1);
+        assert_eq!(fill_queue(&sm, 1), [seg::EVENT_ACCEPT | slot]);
+        sm.workers[1].tcp_kick.store(false, Ordering::Release);
+        let data = Seg {
+            data: b"hello",
+            ..seg(778, snd, TcpFlags::ACK | TcpFlags::PSH)
+        };
+        sm.tcp_input(l, r, &data, Instant::now()).unwrap();
+        let filed = |sm: &SessionMain| [0, 1].map(|t| sm.workers[t].evq_retry.len());
+        assert_eq!(filed(&sm), [0, 1], "filed on the queue's thread");
+        assert!(sm.workers[1].tcp_kick.load(Ordering::Acquire), "not kicked");
+        assert!(
+            fill_queue(&sm, 1).iter().all(|&e| e == 0),
+            "the data event was refused"
+        );
+        // The application catches up (queue 1 empty).
+        let q1 = || sm.apps[0].as_ref().unwrap().app_evq(1).unwrap();
+        while q1().pop().is_some() {}
+        sm.retry_events(0);
+        let q1 = sm.apps[0].as_ref().unwrap().app_evq(1).unwrap();
+        assert_eq!(q1.pop(), None, "thread 0 pushed into worker 1's queue");
+        assert_eq!(filed(&sm), [0, 1]);
+        sm.retry_events(1);
+        let q1 = sm.apps[0].as_ref().unwrap().app_evq(1).unwrap();
+        assert_eq!(q1.pop(), Some(slot), "the worker's retry queued it");
+        assert_eq!(filed(&sm), [0, 0]);
+        assert_eq!(sm.evq_awaiting(), 0);
     }
 
     /// Issue 19's half-close flake (`preload_half_close_with_the_kernel`): the application
@@ -1504,11 +1691,7 @@ mod tests {
         assert_eq!(sm.tcp_stats().resets, 0);
         assert_eq!(sm.tcp_stats().time_wait_rst, 1);
         let a = sm.apps[0].as_ref().unwrap();
-        assert_eq!(
-            a.slots[slot as usize],
-            Some(sid),
-            "the application holds it"
-        );
+        assert_eq!(a.slots.get(slot), Some(sid), "the application holds it");
         assert!(sm.workers[0].tcp_conns.is_empty(), "the 4-tuple is free");
     }
 
@@ -1549,12 +1732,12 @@ mod tests {
         sm.tcp_input(l, r, &more, now).unwrap();
         assert_eq!(app_events(&sm), [slot]);
         let a = sm.apps[0].as_ref().unwrap();
-        assert_eq!(a.slots[slot as usize], Some(sid), "the slot stays");
+        assert_eq!(a.slots.get(slot), Some(sid), "the slot stays");
         let mut got = [0u8; 16];
         let n = a.fifos(slot).unwrap().0.pop_bytes(&mut got);
         assert_eq!(&got[..n], b"more");
         // A listener cannot be shut.
-        let lsid = sm.tcp_listeners[&(l.ip(), l.port())];
+        let lsid = sm.acc().by_addr[&(l.ip(), l.port())];
         assert!(matches!(
             sm.tcp_shutdown(lsid),
             Err(SessionError::NotConnected)
@@ -1563,7 +1746,7 @@ mod tests {
 
     /// Establishes connections from 10.0.0.2 to the listener at `l` until `n` of them live
     /// on thread `t` (of `sm`'s threads): (session, slot, peer, next sequence number of ours).
-    fn accepted_on(
+    pub(crate) fn accepted_on(
         sm: &mut SessionMain,
         l: SocketAddr,
         t: usize,
@@ -1580,17 +1763,7 @@ mod tests {
             sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
                 .unwrap();
             let sid = sm.workers[t].tcp_conns[&(l, r)];
-            let Some(Proto::Tcp(tcb, _)) = sm.sess_mut(sid).map(|s| &mut s.proto) else {
-                panic!("not a connection");
-            };
-            let mut iss = 0;
-            tcb.output(0, 4096, now, |o| {
-                iss = o.seq;
-                true
-            });
-            let snd = iss.wrapping_add(1);
-            sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
-                .unwrap();
+            let snd = complete_handshake(sm, (l, r), sid, &[], now);
             v.push((sid, sm.sess(sid).unwrap().slot, r, snd));
             if v.len() == n {
                 break;
@@ -1667,7 +1840,7 @@ mod tests {
             assert_eq!(sm.workers[t].tcp_count, 0);
         }
         let app = sm.apps[0].as_ref().unwrap();
-        let pending = app.slots.iter().filter(|s| **s == Some(PENDING)).count();
+        let pending = app.slots.iter().filter(|s| *s == Some(PENDING)).count();
         assert_eq!(pending, rings[1].len() + rings[2].len());
         assert_eq!(sm.tcp_pending as usize, pending, "pending connects counted");
         assert_eq!(app.slots.iter().flatten().count(), N as usize);
@@ -1701,7 +1874,7 @@ mod tests {
                 panic!("{m:?}")
             };
             assert!(seen.insert(req), "request {req} answered twice");
-            let sid = sm.apps[0].as_ref().unwrap().slots[slot as usize].unwrap();
+            let sid = sm.apps[0].as_ref().unwrap().slots.get(slot).unwrap();
             let s = sm.sess(sid).unwrap();
             assert_eq!((s.local, s.remote), (local, Some(remote)));
             let owner = crate::session::flow_owner(local, remote, 3);
