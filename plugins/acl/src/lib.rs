@@ -1146,7 +1146,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         let Some(k) = b.data().get(off..).and_then(|d| key_of(d, V6)) else {
             return Self::drop_pkt(cx, b, AclCounter::Malformed);
         };
-        let mut sk = None;
+        // The key `found` gets a session if a permit+reflect rule admits the packet (kept
+        // there, not copied: an 80-byte `SessKey`).
+        let mut make = false;
         // An ICMP error is looked up by the packet it quotes.
         let (found, err) = match sess_key(sw_if, &k) {
             Some(x) => (Some(x), false),
@@ -1157,7 +1159,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 true,
             ),
         };
-        if let Some((key, src_lo)) = found {
+        if let Some((ref key, src_lo)) = found {
             // A live session the packet does not belong to (a one-armed flow's reply on
             // the creating side) keeps its key: the packet meets the rules, and a
             // permit+reflect rule admits it without a second session.
@@ -1175,7 +1177,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             }
             b.hdr.handoff_thread = 0;
             let s = match probed {
-                Probed::No => fc.t.sessions.lookup(&key, fc.now, &cur.timeouts),
+                Probed::No => fc.t.sessions.lookup(key, fc.now, &cur.timeouts),
                 Probed::Yes { .. } => None,
             };
             if let Some(s) = s {
@@ -1208,9 +1210,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                     return pass;
                 }
             }
-            if !err && !live {
-                sk = Some((key, src_lo));
-            }
+            make = !err && !live;
         } else {
             // No session key (no handoff): one handed here with it, by `hit4` or an
             // earlier node, leaves without it.
@@ -1228,8 +1228,8 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         match list.c.rules()[i as usize].action {
             Action::Permit => {}
             Action::PermitReflect => {
-                if let Some((key, src_lo)) = sk {
-                    let s = Session::new(key, OUT, src_lo, fc.now);
+                if let (true, Some((key, src_lo))) = (make, &found) {
+                    let s = Session::new(*key, OUT, *src_lo, fc.now);
                     let g = if k.proto == 6 {
                         match b.data().get(off..).and_then(|d| tcp_seg(d, V6)) {
                             Some(g) => Some(g),

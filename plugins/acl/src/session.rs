@@ -29,9 +29,11 @@
 //! for an IPv4 key, three chained for IPv6; about a tenth of SipHash's instructions) to the
 //! session's slot. A tag match is a candidate, confirmed against the slot's key; when the
 //! first candidate is another key's, every candidate is tried, so two live keys with one
-//! digest (or one tag in a bucket) both have their sessions. The bucket array and the
-//! session records are sized for the thread's limit at its first session, zeroed and, from
-//! 2 MiB on, in transparent hugepages ([`ZeroedArray`]); they never grow or move.
+//! digest (or one tag in a bucket) both have their sessions. The session records are sized
+//! for the thread's limit at its first session, zeroed and, from 2 MiB on, in transparent
+//! hugepages ([`ZeroedArray`]); they never grow or move. The bucket array is sized for
+//! [`FIRST_SESSIONS`] then, and rebuilt once for the limit when the table outgrows that
+//! (a sparse 8 MiB array under a few thousand sessions cost TLB misses without hugepages).
 
 use sluice_infra::bihash::FoldedKeyHash;
 use sluice_infra::epoch::{ZeroValid, ZeroedArray};
@@ -69,6 +71,13 @@ pub const DEFAULT_MAX_SESSIONS: usize = 500_000;
 /// 8/4 distances, five of five with 16/8, at load); below, its ~94 instructions a hit
 /// cost more than the misses it hides.
 pub const PIPE_MIN_SESSIONS: usize = 8192;
+
+/// Sessions the bucket array first holds (2,048 buckets, 128 KiB: the table below the
+/// look-ahead's [`PIPE_MIN_SESSIONS`], which reads its buckets straight, on few pages); the
+/// session after these rebuilds it once for the thread's limit ([`Table::create`]). Sized
+/// for the limit from the first session (session 16), 4,096 sessions spread over 8 MiB of
+/// buckets: 4,096 lines on 2,048 pages without transparent hugepages.
+pub const FIRST_SESSIONS: usize = PIPE_MIN_SESSIONS;
 
 /// A normalised session key.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -628,7 +637,8 @@ pub enum CreateError {
 /// One thread's sessions.
 pub struct Table {
     /// Digest of the key -> slot: candidates, each confirmed by the slot's key. Sized for
-    /// `max` sessions with `slots`, at the first session (until then one empty bucket).
+    /// [`FIRST_SESSIONS`] (at most `max`) at the first session (until then one empty
+    /// bucket), rebuilt for `max` at the session after those ([`Table::grow`]).
     keys: FlowTable,
     hasher: FoldedKeyHash,
     /// Sessions by slot: `max` records, zeroed (in hugepages from 2 MiB on), allocated with
@@ -866,7 +876,7 @@ impl Table {
         if now < self.alloc_retry {
             return false;
         }
-        let r = FlowTable::try_with_capacity(self.max)
+        let r = FlowTable::try_with_capacity(self.max.min(FIRST_SESSIONS))
             .and_then(|keys| Ok((keys, ZeroedArray::try_new(self.max)?)));
         match r {
             Ok((keys, slots)) => {
@@ -874,20 +884,52 @@ impl Table {
                 self.slots = slots;
                 true
             }
-            Err(e) => {
-                if self.stats.alloc_failed == 0 {
-                    log::warn!(
-                        "acl-plugin: cannot allocate a session table for {} sessions ({e}); \
-                         permit+reflect packets dropped as session_alloc_failed, retried \
-                         every {ALLOC_RETRY_SECS} s",
-                        self.max
-                    );
-                }
-                self.stats.alloc_failed += 1;
-                self.alloc_retry = now + ALLOC_RETRY_SECS;
-                false
-            }
+            Err(e) => self.alloc_failed(now, e),
         }
+    }
+
+    /// Rebuilds the bucket array, full at [`FIRST_SESSIONS`], for `max` sessions: every
+    /// live session's digest inserted again (slots do not move, so a look-ahead's slot
+    /// stays its session's; a look-ahead's miss is looked up again since the caller's
+    /// create moves [`Table::changes`]). Whether it could; a failed allocation is counted
+    /// and retried as [`Table::allocate`]'s.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, now: f64) -> bool {
+        if now < self.alloc_retry {
+            return false;
+        }
+        match FlowTable::try_with_capacity(self.max) {
+            Ok(mut keys) => {
+                for i in 0..self.used {
+                    let s = &self.slots[i];
+                    if s.is_live() {
+                        // Fewer sessions than its capacity: it has room.
+                        let _ = keys.insert(self.digest(&s.key), i as u32);
+                    }
+                }
+                self.keys = keys;
+                true
+            }
+            Err(e) => self.alloc_failed(now, e),
+        }
+    }
+
+    /// An allocation of the table's memory failed at `now`: counted, the first logged, the
+    /// next attempt not before [`ALLOC_RETRY_SECS`]. False.
+    #[cold]
+    fn alloc_failed(&mut self, now: f64, e: std::io::Error) -> bool {
+        if self.stats.alloc_failed == 0 {
+            log::warn!(
+                "acl-plugin: cannot allocate a session table for {} sessions ({e}); \
+                 permit+reflect packets dropped as session_alloc_failed, retried \
+                 every {ALLOC_RETRY_SECS} s",
+                self.max
+            );
+        }
+        self.stats.alloc_failed += 1;
+        self.alloc_retry = now + ALLOC_RETRY_SECS;
+        false
     }
 
     /// Adds a session (its key has none: the caller looked it up). Two keys of one digest
@@ -896,16 +938,25 @@ impl Table {
     /// ([`CreateError::NoMemory`]) and the allocation is tried again at most once every
     /// [`ALLOC_RETRY_SECS`] (by `s.created`).
     pub fn create(&mut self, mut s: Session) -> Result<&mut Session, CreateError> {
-        s.pk = s.key.packed().unwrap_or([0, 1 << 23]);
+        // Packed once: its `pk` and, for a narrow key, its digest.
+        let pk = s.key.packed();
+        s.pk = pk.unwrap_or([0, 1 << 23]);
         s.proto = s.key.proto;
         if self.len() >= self.max {
             return Err(CreateError::Full);
         }
-        // The first session sizes the table (`len` < `max`: not empty).
+        // The first session sizes the table (`len` < `max`: not empty), the one after
+        // [`FIRST_SESSIONS`] resizes its buckets for `max`.
         if self.slots.is_empty() && !self.allocate(s.created) {
             return Err(CreateError::NoMemory);
         }
-        let d = self.digest(&s.key);
+        if self.len() >= self.keys.capacity() && !self.grow(s.created) {
+            return Err(CreateError::NoMemory);
+        }
+        let d = match pk {
+            Some(pk) => self.digest4(pk),
+            None => self.digest(&s.key),
+        };
         if self.slot_of(d, &s.key).is_some() {
             return Err(CreateError::Collision);
         }
@@ -1319,8 +1370,15 @@ mod tests {
                 s.init_lo = lo;
                 tb.create(s).unwrap();
                 keys.push((key, src, dst, proto, sw_if, v6));
+                // The first buckets hold `FIRST_SESSIONS`; the next session rebuilt them
+                // for the limit, and every key below is found in the new ones.
+                if tb.len() <= FIRST_SESSIONS {
+                    assert_eq!(tb.buckets(), FIRST_SESSIONS / 4);
+                }
             }
         }
+        assert!(keys.len() > FIRST_SESSIONS);
+        assert_eq!(tb.buckets(), FlowTable::with_capacity(100_000).buckets());
         assert_eq!(tb.len(), keys.len());
         for &(key, src, dst, proto, sw_if, v6) in &keys {
             // The reply's tuple finds the same session.
