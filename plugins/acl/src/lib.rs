@@ -549,7 +549,10 @@ struct AclNode<const V6: bool, const OUT: bool> {
 /// [`AclNode::one`], from the start), the owner thread to hand it to, or its session key on
 /// this thread; read from the header in the frame's first pass, which also prefetches the
 /// key's table bucket, so that the main loop can look up the slot (and prefetch the
-/// session record) of the packet [`SESSION_AHEAD`] on. 32 bytes.
+/// session record) of the packet [`SESSION_AHEAD`] on. The first pass also sets the
+/// buffer's `handoff_thread` and keeps every packet's interface (`sw_if`): the main loop
+/// does not read the buffer header of a packet `hit4` admits or hands off (after the first
+/// pass over 256 packets it is out of L1). 40 bytes.
 #[derive(Clone, Copy)]
 struct Pre {
     /// The packed session key ([`Packed4::pk`]) and its table digest.
@@ -566,7 +569,11 @@ struct Pre {
     src_lo: bool,
     /// The thread to hand it to.
     owner: u16,
+    /// The interface whose list applies (every kind).
+    sw_if: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Pre>() == 40);
 
 /// [`Pre::slot`] when the table holds no slot for the digest.
 const NO_SLOT: u32 = u32::MAX;
@@ -585,6 +592,7 @@ impl Pre {
         kind: Pre::SKIP,
         src_lo: false,
         owner: 0,
+        sw_if: 0,
     };
 
     /// The look-ahead: the slot of a packet to be looked up here (in the bucket the first
@@ -834,19 +842,24 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// The look-ahead's first pass, for a packet of a stateful IPv4 interface `sw_if`
     /// (below 2^23): what [`AclNode::hit4`] reads before the lookup, kept for
     /// [`AclNode::hit4_ahead`]: the session key and its table digest, or the thread to
-    /// hand the packet to; [`Pre::SKIP`] for what `hit4` does not take.
+    /// hand the packet to; [`Pre::SKIP`] for what `hit4` does not take. The buffer's
+    /// `handoff_thread` is set here as `hit4` sets it (the owner's, or cleared), so that
+    /// the main loop need not touch the header.
     #[inline(always)]
-    fn pre4(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
+    fn pre4(&self, fc: &Fc, sw_if: u32, b: &mut Buffer<'_>) -> Pre {
         let Some((p, _)) = Self::packed4(sw_if, b) else {
-            return Pre::NONE;
+            return Pre { sw_if, ..Pre::NONE };
         };
         if let Some(owner) = Self::owner4(fc, &p, b) {
+            b.hdr.handoff_thread = (owner + 1) as u16;
             return Pre {
                 kind: Pre::HAND,
                 owner: owner as u16,
+                sw_if,
                 ..Pre::NONE
             };
         }
+        b.hdr.handoff_thread = 0;
         let dig = fc.t.sessions.digest4(p.pk);
         // The bucket prefetched now.
         fc.t.sessions.prefetch(dig);
@@ -857,6 +870,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             kind: Pre::HERE,
             src_lo: p.src_lo,
             owner: 0,
+            sw_if,
         }
     }
 
@@ -874,15 +888,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         tally: &mut Tally,
         p: &Pre,
     ) -> Result<Verdict, Probed> {
+        // `pre4` set the buffer's `handoff_thread` (the owner's, or cleared).
         match p.kind {
             Pre::SKIP => return Err(Probed::No),
-            Pre::HAND => {
-                b.hdr.handoff_thread = p.owner + 1;
-                return Ok(Verdict::Handoff(p.owner as usize));
-            }
+            Pre::HAND => return Ok(Verdict::Handoff(p.owner as usize)),
             _ => {}
         }
-        b.hdr.handoff_thread = 0;
         let proto = (p.pk[1] >> 24) as u8;
         let slot = (p.slot != NO_SLOT).then_some(p.slot);
         let r = self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto);
@@ -1046,7 +1057,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 addrs.prefetch(j + AHEAD, true);
                 // SAFETY: as in the main loop below: exclusive ownership of `bj`, resolved
                 // into `addrs` at position `j`; the view lives for this iteration only.
-                let b = unsafe { arena.buffer_at(addrs, j, bj) };
+                let mut b = unsafe { arena.buffer_at(addrs, j, bj) };
                 let sw_if = self.sw_if(&b);
                 if run.0 != sw_if {
                     let st = cur.stateful.get(sw_if as usize).copied().unwrap_or(false);
@@ -1055,9 +1066,10 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 // Stored in place (a select of the two values cost a copy through the stack);
                 // `hit4` reads nothing but `kind` of a skipped packet.
                 if run.1 {
-                    self.pre[j] = self.pre4(fc, sw_if, &b);
+                    self.pre[j] = self.pre4(fc, sw_if, &mut b);
                 } else {
                     self.pre[j].kind = Pre::SKIP;
+                    self.pre[j].sw_if = sw_if;
                 }
             }
             for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
@@ -1083,7 +1095,13 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             // `frame`; each index appears once, `addrs` was resolved from `frame` above and
             // the view lives only for this iteration.
             let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-            let sw_if = self.sw_if(&b);
+            // The look-ahead's first pass kept the interface: the header, out of L1 since
+            // then, is not read for a packet `hit4` admits or hands off.
+            let sw_if = if PIPE {
+                self.pre[i].sw_if
+            } else {
+                self.sw_if(&b)
+            };
             let c = match ic {
                 Some(ref c) if c.sw_if == sw_if => c,
                 _ => {
