@@ -904,8 +904,10 @@ impl Table {
                 for i in 0..self.used {
                     let s = &self.slots[i];
                     if s.is_live() {
-                        // Fewer sessions than its capacity: it has room.
-                        let _ = keys.insert(self.digest(&s.key), i as u32);
+                        // Fewer sessions than its capacity: it has room. A lost insert
+                        // would leave a live session that no lookup finds.
+                        let r = keys.insert(self.digest(&s.key), i as u32);
+                        debug_assert!(r.is_ok(), "slot {i} not re-inserted");
                     }
                 }
                 self.keys = keys;
