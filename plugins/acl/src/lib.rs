@@ -44,7 +44,9 @@
 //!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no or
 //!   invalid IP header), `session_limit` (the owner's session table is full),
 //!   `session_alloc_failed` (the owner's session table could not be allocated, at its first
-//!   session: retried at most once a second, [`session::ALLOC_RETRY_SECS`]), `hash_collision` (a
+//!   session, or its buckets not rebuilt, at the session past
+//!   [`session::FIRST_SESSIONS`]: retried at most once a second,
+//!   [`session::ALLOC_RETRY_SECS`]), `hash_collision` (a
 //!   session to be created whose key has a live one: never, as the key is looked up first;
 //!   keys sharing a digest each have theirs, [`session::Table`]),
 //!   `congestion_drop` (the owning thread's handoff queue full: to `error-drop`),

@@ -936,7 +936,8 @@ impl Table {
 
     /// Adds a session (its key has none: the caller looked it up). Two keys of one digest
     /// both have theirs; the same key twice is refused ([`CreateError::Collision`]). The
-    /// first session allocates the table's memory; when that fails, sessions are refused
+    /// first session allocates the table's memory, the one past [`FIRST_SESSIONS`] rebuilds
+    /// its buckets for `max`; when either fails, sessions are refused
     /// ([`CreateError::NoMemory`]) and the allocation is tried again at most once every
     /// [`ALLOC_RETRY_SECS`] (by `s.created`).
     pub fn create(&mut self, mut s: Session) -> Result<&mut Session, CreateError> {
