@@ -2603,6 +2603,49 @@ mod tests {
         t.assert_no_leaks();
     }
 
+    /// A bucket rebuild mid-frame: the 8,193rd session rebuilds the buckets as the first
+    /// packet of a look-ahead frame whose next 200 packets hit older sessions (8 looked up in
+    /// the old buckets), then 19 new flows, then the second packets of all 20 new ones.
+    #[test]
+    fn a_bucket_rebuild_mid_frame_keeps_the_look_ahead_right() {
+        let (mut t, sw) = reflect_pg0(0);
+        let first = crate::session::FIRST_SESSIONS as u16;
+        for c in 0..first / 256 {
+            let bufs: Vec<_> = (c * 256..c * 256 + 256)
+                .map(|f| t.packet(&flow(f), |h| h.rx_if = sw))
+                .collect();
+            t.inject(&bufs);
+        }
+        let buckets = |t: &mut sluice_vnet::testing::NodeTest| {
+            let m = t.h.vm.ext_mut::<AclMain>();
+            m.shared
+                .threads()
+                .iter()
+                .map(|th| lock(th).sessions.buckets())
+                .max()
+        };
+        let before = buckets(&mut t);
+        let order: Vec<u16> = std::iter::once(first)
+            .chain(0..200)
+            .chain(first + 1..first + 20)
+            .chain(first..first + 20)
+            .collect();
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&f| t.packet(&flow(f), |h| h.rx_if = sw))
+            .collect();
+        t.inject(&bufs);
+        assert!(buckets(&mut t) > before, "rebuilt: {before:?}");
+        assert_eq!(t.drops().len(), 0);
+        assert_eq!(t.arc("ip4-lookup").len(), first as usize + order.len());
+        t.assert_counters(&[
+            ("permit", first as u64 + 20),
+            ("session_created", first as u64 + 20),
+            ("session_hit", 220),
+        ]);
+        t.assert_no_leaks();
+    }
+
     /// A table sized mid-frame: from an empty table (one bucket until its first session),
     /// one frame of 100 new flows then a second packet of each. The first pass prefetches
     /// every packet's bucket in the empty table; the frame's first session sizes the table

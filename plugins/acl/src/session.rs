@@ -666,6 +666,9 @@ pub struct Table {
     /// Tests narrow the digests to force two keys onto one.
     #[cfg(test)]
     pub(crate) digest_mask: u64,
+    /// Tests make [`Table::grow`]'s allocation fail (as out of memory) while this is set.
+    #[cfg(test)]
+    pub(crate) fail_grow: bool,
 }
 
 // SAFETY: integers, floats and bools (`Session`, `TcpWindow`, `TcpEnd`, `SessKey`), all of
@@ -703,6 +706,8 @@ impl Table {
             alloc_retry: f64::NEG_INFINITY,
             #[cfg(test)]
             digest_mask: u64::MAX,
+            #[cfg(test)]
+            fail_grow: false,
         }
     }
 
@@ -898,6 +903,10 @@ impl Table {
     fn grow(&mut self, now: f64) -> bool {
         if now < self.alloc_retry {
             return false;
+        }
+        #[cfg(test)]
+        if self.fail_grow {
+            return self.alloc_failed(now, std::io::ErrorKind::OutOfMemory.into());
         }
         match FlowTable::try_with_capacity(self.max) {
             Ok(mut keys) => {
@@ -1306,6 +1315,48 @@ mod tests {
         assert_eq!(s.state(), "reset");
         assert_eq!(s.pkts, [2, 2]);
         assert_eq!(sess(0.0, 17).timeout(&t), 10);
+    }
+
+    /// A failed rebuild (the test's fault switch: the allocation's error) refuses the session
+    /// as NoMemory, keeps the first buckets and every session, and is retried after the
+    /// interval.
+    #[test]
+    fn failed_rebuild_keeps_the_table() {
+        let t = Timeouts::default();
+        let mut tb = Table::new(1_000_000);
+        let mk = |i: u32, now: f64| {
+            let (key, lo) = SessKey::of(
+                1,
+                false,
+                17,
+                (0x0a00_0000 + i as u128, 1000),
+                (0x0b00_0000, 53),
+            );
+            Session::new(key, true, lo, now)
+        };
+        let first = FIRST_SESSIONS as u32;
+        for i in 0..first {
+            tb.create(mk(i, 0.0)).unwrap();
+        }
+        let b0 = tb.buckets();
+        tb.fail_grow = true;
+        assert_eq!(tb.create(mk(first, 0.0)).err(), Some(CreateError::NoMemory));
+        tb.fail_grow = false;
+        assert_eq!(
+            (tb.stats.alloc_failed, tb.buckets(), tb.len()),
+            (1, b0, FIRST_SESSIONS)
+        );
+        for i in 0..first {
+            assert!(tb.lookup(&mk(i, 0.0).key, 0.5, &t).is_some(), "{i}");
+        }
+        // Within the interval: not tried again.
+        assert_eq!(tb.create(mk(first, 0.5)).err(), Some(CreateError::NoMemory));
+        assert_eq!(tb.stats.alloc_failed, 1);
+        tb.create(mk(first, ALLOC_RETRY_SECS)).unwrap();
+        assert!(tb.buckets() > b0);
+        for i in 0..=first {
+            assert!(tb.lookup(&mk(i, 0.0).key, 1.5, &t).is_some(), "{i}");
+        }
     }
 
     /// A table whose memory cannot be had refuses sessions as `NoMemory` (not `Full`) and
