@@ -2307,6 +2307,16 @@ mod tests {
         ))
     }
 
+    /// The largest session bucket count of any thread's table.
+    fn buckets(t: &mut sluice_vnet::testing::NodeTest) -> Option<usize> {
+        let m = t.h.vm.ext_mut::<AclMain>();
+        m.shared
+            .threads()
+            .iter()
+            .map(|th| lock(th).sessions.buckets())
+            .max()
+    }
+
     /// [`input4_test`] with pg0's input list one permit+reflect rule (10.0.0.0/24 out) and
     /// every thread's look-ahead threshold `pipe_min` (0: the look-ahead always); pg0's index.
     fn reflect_pg0(pipe_min: usize) -> (sluice_vnet::testing::NodeTest, u32) {
@@ -2616,14 +2626,6 @@ mod tests {
                 .collect();
             t.inject(&bufs);
         }
-        let buckets = |t: &mut sluice_vnet::testing::NodeTest| {
-            let m = t.h.vm.ext_mut::<AclMain>();
-            m.shared
-                .threads()
-                .iter()
-                .map(|th| lock(th).sessions.buckets())
-                .max()
-        };
         let before = buckets(&mut t);
         let order: Vec<u16> = std::iter::once(first)
             .chain(0..200)
@@ -2656,14 +2658,6 @@ mod tests {
     fn a_table_sized_mid_frame_admits_the_later_packets() {
         // With the look-ahead (`pipe_min` 0).
         let (mut t, sw) = reflect_pg0(0);
-        let buckets = |t: &mut sluice_vnet::testing::NodeTest| {
-            let m = t.h.vm.ext_mut::<AclMain>();
-            m.shared
-                .threads()
-                .iter()
-                .map(|th| lock(th).sessions.buckets())
-                .max()
-        };
         let before = buckets(&mut t);
         let flows = 100u16;
         let order: Vec<u16> = (0..flows).chain(0..flows).collect();
