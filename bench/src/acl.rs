@@ -18,7 +18,9 @@
 //! `SLUICE_BENCH_ACL_FLOWS=<n>` sets the `stateful` case's flow count (its row and JSON key
 //! then `stateful-<n>-flows`; `--only stateful` still selects it) and
 //! `SLUICE_BENCH_ACL_PIPE_MIN=<n>` the session count from which the nodes look sessions up
-//! ahead (0: always; docs/acl.md measures the threshold with the two).
+//! ahead (0: always; docs/acl.md measures the threshold with the two). `session-rebuild`
+//! (only with `--only`): no path, the time of the session create that rebuilds a table's
+//! buckets (the 8,193rd) against the one before it.
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
@@ -131,6 +133,9 @@ fn tcp_frame(src: u32, dst: u32, sport: u16, dport: u16, flags: u8, seq: u32, ac
 
 /// Runs the ACL benchmark.
 pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    if o.only.as_deref() == Some(REBUILD_LABEL) {
+        return bench_rebuild(o, out, json);
+    }
     let dir = std::env::temp_dir().join(format!("sluice-bench-acl-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     // Removed however the function ends: a case's checks panic (unwinding) on a wrong path.
@@ -384,4 +389,59 @@ fn error_count(errors: &str, reason: &str) -> u64 {
         .filter(|l| l.contains(reason))
         .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
+}
+
+/// `--only session-rebuild`: a session table of the default limit, on its own (no path).
+const REBUILD_LABEL: &str = "session-rebuild";
+
+/// `session-rebuild`: the wall-clock time of one session create in a fresh
+/// `session::Table` of the default limit, the 8,192nd (`FIRST_SESSIONS`: the first buckets
+/// full) and the 8,193rd (the one-off bucket rebuild: every session's digest inserted again
+/// and the new array's pages first touched, with the thread's table locked; its stall on the
+/// packet path). `--runs` × 10 tables; min/median/max in µs. Run it with transparent
+/// hugepages on and off: without them the new array is thousands of 4 KiB page faults.
+fn bench_rebuild(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    use sluice_acl::session::{SessKey, Session, Table, DEFAULT_MAX_SESSIONS, FIRST_SESSIONS};
+    let mk = |i: usize| {
+        let (key, lo) = SessKey::of(
+            1,
+            false,
+            17,
+            (0x0a00_0000 + i as u128, 1000),
+            (0x1400_0000, 53),
+        );
+        Session::new(key, true, lo, 0.0)
+    };
+    let (mut full, mut rebuild) = (Vec::new(), Vec::new());
+    for _ in 0..o.runs.max(1) * 10 {
+        let mut tb = Table::new(DEFAULT_MAX_SESSIONS);
+        for i in 0..FIRST_SESSIONS - 1 {
+            tb.create(mk(i)).expect("a session");
+        }
+        for (i, v) in [
+            (FIRST_SESSIONS - 1, &mut full),
+            (FIRST_SESSIONS, &mut rebuild),
+        ] {
+            let s = mk(i);
+            let t0 = std::time::Instant::now();
+            let r = tb.create(s).is_ok();
+            v.push(t0.elapsed().as_secs_f64() * 1e6);
+            assert!(r, "{REBUILD_LABEL}: session {} refused", i + 1);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "| session create (default limit) | µs min | median | max |\n|---|---|---|---|"
+    );
+    for (what, key, v) in [
+        ("the 8,192nd", "create", full),
+        ("the 8,193rd: bucket rebuild", "rebuild", rebuild),
+    ] {
+        let (a, m, b) = crate::stats(v);
+        let _ = writeln!(out, "| {what} | {a:.1} | {m:.1} | {b:.1} |");
+        json.push(format!(
+            "\"acl_session_{key}_us\": {{\"min\": {a:.2}, \"median\": {m:.2}, \"max\": {b:.2}}}"
+        ));
+    }
+    out.push('\n');
 }

@@ -63,7 +63,8 @@ pub struct Opts {
     /// count, `stateful` (one permit+reflect rule), `stateful-tcp` (the same, TCP ACKs of
     /// established flows), `stateful-<rules>` or
     /// `stateful-100k-flows` (10k rules, 100,000 tracked flows; only so), `stateful-miss`
-    /// (10k rules, every packet denied: no session, no rule; only so); memif: the case of
+    /// (10k rules, every packet denied: no session, no rule; only so), `session-rebuild`
+    /// (the time of the session create that rebuilds the buckets; only so); memif: the case of
     /// that name (`64`, `1500`, `64 zc`, `64 s2m`, `64 zc s2m`, ...).
     #[arg(long)]
     only: Option<String>,

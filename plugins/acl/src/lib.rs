@@ -44,7 +44,9 @@
 //!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no or
 //!   invalid IP header), `session_limit` (the owner's session table is full),
 //!   `session_alloc_failed` (the owner's session table could not be allocated, at its first
-//!   session: retried at most once a second, [`session::ALLOC_RETRY_SECS`]), `hash_collision` (a
+//!   session, or its buckets not rebuilt, at the session past
+//!   [`session::FIRST_SESSIONS`]: retried at most once a second,
+//!   [`session::ALLOC_RETRY_SECS`]), `hash_collision` (a
 //!   session to be created whose key has a live one: never, as the key is looked up first;
 //!   keys sharing a digest each have theirs, [`session::Table`]),
 //!   `congestion_drop` (the owning thread's handoff queue full: to `error-drop`),
@@ -549,7 +551,10 @@ struct AclNode<const V6: bool, const OUT: bool> {
 /// [`AclNode::one`], from the start), the owner thread to hand it to, or its session key on
 /// this thread; read from the header in the frame's first pass, which also prefetches the
 /// key's table bucket, so that the main loop can look up the slot (and prefetch the
-/// session record) of the packet [`SESSION_AHEAD`] on. 32 bytes.
+/// session record) of the packet [`SESSION_AHEAD`] on. The first pass also sets the
+/// buffer's `handoff_thread` and keeps every packet's interface (`sw_if`): the main loop
+/// does not read the buffer header of a packet `hit4` admits or hands off (after the first
+/// pass over 256 packets it is out of L1). 40 bytes.
 #[derive(Clone, Copy)]
 struct Pre {
     /// The packed session key ([`Packed4::pk`]) and its table digest.
@@ -566,7 +571,11 @@ struct Pre {
     src_lo: bool,
     /// The thread to hand it to.
     owner: u16,
+    /// The interface whose list applies (every kind).
+    sw_if: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Pre>() == 40);
 
 /// [`Pre::slot`] when the table holds no slot for the digest.
 const NO_SLOT: u32 = u32::MAX;
@@ -585,6 +594,7 @@ impl Pre {
         kind: Pre::SKIP,
         src_lo: false,
         owner: 0,
+        sw_if: 0,
     };
 
     /// The look-ahead: the slot of a packet to be looked up here (in the bucket the first
@@ -834,19 +844,24 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     /// The look-ahead's first pass, for a packet of a stateful IPv4 interface `sw_if`
     /// (below 2^23): what [`AclNode::hit4`] reads before the lookup, kept for
     /// [`AclNode::hit4_ahead`]: the session key and its table digest, or the thread to
-    /// hand the packet to; [`Pre::SKIP`] for what `hit4` does not take.
+    /// hand the packet to; [`Pre::SKIP`] for what `hit4` does not take. The buffer's
+    /// `handoff_thread` is set here as `hit4` sets it (the owner's, or cleared), so that
+    /// the main loop need not touch the header.
     #[inline(always)]
-    fn pre4(&self, fc: &Fc, sw_if: u32, b: &Buffer<'_>) -> Pre {
+    fn pre4(&self, fc: &Fc, sw_if: u32, b: &mut Buffer<'_>) -> Pre {
         let Some((p, _)) = Self::packed4(sw_if, b) else {
-            return Pre::NONE;
+            return Pre { sw_if, ..Pre::NONE };
         };
         if let Some(owner) = Self::owner4(fc, &p, b) {
+            b.hdr.handoff_thread = (owner + 1) as u16;
             return Pre {
                 kind: Pre::HAND,
                 owner: owner as u16,
+                sw_if,
                 ..Pre::NONE
             };
         }
+        b.hdr.handoff_thread = 0;
         let dig = fc.t.sessions.digest4(p.pk);
         // The bucket prefetched now.
         fc.t.sessions.prefetch(dig);
@@ -857,6 +872,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             kind: Pre::HERE,
             src_lo: p.src_lo,
             owner: 0,
+            sw_if,
         }
     }
 
@@ -874,15 +890,12 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         tally: &mut Tally,
         p: &Pre,
     ) -> Result<Verdict, Probed> {
+        // `pre4` set the buffer's `handoff_thread` (the owner's, or cleared).
         match p.kind {
             Pre::SKIP => return Err(Probed::No),
-            Pre::HAND => {
-                b.hdr.handoff_thread = p.owner + 1;
-                return Ok(Verdict::Handoff(p.owner as usize));
-            }
+            Pre::HAND => return Ok(Verdict::Handoff(p.owner as usize)),
             _ => {}
         }
-        b.hdr.handoff_thread = 0;
         let proto = (p.pk[1] >> 24) as u8;
         let slot = (p.slot != NO_SLOT).then_some(p.slot);
         let r = self.hit_at(cx, fc, ic, b, tally, slot, p.pk, p.src_lo, proto);
@@ -1046,7 +1059,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 addrs.prefetch(j + AHEAD, true);
                 // SAFETY: as in the main loop below: exclusive ownership of `bj`, resolved
                 // into `addrs` at position `j`; the view lives for this iteration only.
-                let b = unsafe { arena.buffer_at(addrs, j, bj) };
+                let mut b = unsafe { arena.buffer_at(addrs, j, bj) };
                 let sw_if = self.sw_if(&b);
                 if run.0 != sw_if {
                     let st = cur.stateful.get(sw_if as usize).copied().unwrap_or(false);
@@ -1055,9 +1068,10 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 // Stored in place (a select of the two values cost a copy through the stack);
                 // `hit4` reads nothing but `kind` of a skipped packet.
                 if run.1 {
-                    self.pre[j] = self.pre4(fc, sw_if, &b);
+                    self.pre[j] = self.pre4(fc, sw_if, &mut b);
                 } else {
                     self.pre[j].kind = Pre::SKIP;
+                    self.pre[j].sw_if = sw_if;
                 }
             }
             for p in &mut self.pre[..n.min(SESSION_AHEAD)] {
@@ -1083,7 +1097,13 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             // `frame`; each index appears once, `addrs` was resolved from `frame` above and
             // the view lives only for this iteration.
             let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
-            let sw_if = self.sw_if(&b);
+            // The look-ahead's first pass kept the interface: the header, out of L1 since
+            // then, is not read for a packet `hit4` admits or hands off.
+            let sw_if = if PIPE {
+                self.pre[i].sw_if
+            } else {
+                self.sw_if(&b)
+            };
             let c = match ic {
                 Some(ref c) if c.sw_if == sw_if => c,
                 _ => {
@@ -1146,7 +1166,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         let Some(k) = b.data().get(off..).and_then(|d| key_of(d, V6)) else {
             return Self::drop_pkt(cx, b, AclCounter::Malformed);
         };
-        let mut sk = None;
+        // The key `found` gets a session if a permit+reflect rule admits the packet (kept
+        // there, not copied: an 80-byte `SessKey`).
+        let mut make = false;
         // An ICMP error is looked up by the packet it quotes.
         let (found, err) = match sess_key(sw_if, &k) {
             Some(x) => (Some(x), false),
@@ -1157,7 +1179,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 true,
             ),
         };
-        if let Some((key, src_lo)) = found {
+        if let Some((ref key, src_lo)) = found {
             // A live session the packet does not belong to (a one-armed flow's reply on
             // the creating side) keeps its key: the packet meets the rules, and a
             // permit+reflect rule admits it without a second session.
@@ -1175,7 +1197,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             }
             b.hdr.handoff_thread = 0;
             let s = match probed {
-                Probed::No => fc.t.sessions.lookup(&key, fc.now, &cur.timeouts),
+                Probed::No => fc.t.sessions.lookup(key, fc.now, &cur.timeouts),
                 Probed::Yes { .. } => None,
             };
             if let Some(s) = s {
@@ -1208,9 +1230,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                     return pass;
                 }
             }
-            if !err && !live {
-                sk = Some((key, src_lo));
-            }
+            make = !err && !live;
         } else {
             // No session key (no handoff): one handed here with it, by `hit4` or an
             // earlier node, leaves without it.
@@ -1228,8 +1248,8 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         match list.c.rules()[i as usize].action {
             Action::Permit => {}
             Action::PermitReflect => {
-                if let Some((key, src_lo)) = sk {
-                    let s = Session::new(key, OUT, src_lo, fc.now);
+                if let (true, Some((key, src_lo))) = (make, &found) {
+                    let s = Session::new(*key, OUT, *src_lo, fc.now);
                     let g = if k.proto == 6 {
                         match b.data().get(off..).and_then(|d| tcp_seg(d, V6)) {
                             Some(g) => Some(g),
@@ -2287,6 +2307,16 @@ mod tests {
         ))
     }
 
+    /// The largest session bucket count of any thread's table.
+    fn buckets(t: &mut sluice_vnet::testing::NodeTest) -> Option<usize> {
+        let m = t.h.vm.ext_mut::<AclMain>();
+        m.shared
+            .threads()
+            .iter()
+            .map(|th| lock(th).sessions.buckets())
+            .max()
+    }
+
     /// [`input4_test`] with pg0's input list one permit+reflect rule (10.0.0.0/24 out) and
     /// every thread's look-ahead threshold `pipe_min` (0: the look-ahead always); pg0's index.
     fn reflect_pg0(pipe_min: usize) -> (sluice_vnet::testing::NodeTest, u32) {
@@ -2583,6 +2613,41 @@ mod tests {
         t.assert_no_leaks();
     }
 
+    /// A bucket rebuild mid-frame: the 8,193rd session rebuilds the buckets as the first
+    /// packet of a look-ahead frame whose next 200 packets hit older sessions (8 looked up in
+    /// the old buckets), then 19 new flows, then the second packets of all 20 new ones.
+    #[test]
+    fn a_bucket_rebuild_mid_frame_keeps_the_look_ahead_right() {
+        let (mut t, sw) = reflect_pg0(0);
+        let first = crate::session::FIRST_SESSIONS as u16;
+        for c in 0..first / 256 {
+            let bufs: Vec<_> = (c * 256..c * 256 + 256)
+                .map(|f| t.packet(&flow(f), |h| h.rx_if = sw))
+                .collect();
+            t.inject(&bufs);
+        }
+        let before = buckets(&mut t);
+        let order: Vec<u16> = std::iter::once(first)
+            .chain(0..200)
+            .chain(first + 1..first + 20)
+            .chain(first..first + 20)
+            .collect();
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&f| t.packet(&flow(f), |h| h.rx_if = sw))
+            .collect();
+        t.inject(&bufs);
+        assert!(buckets(&mut t) > before, "rebuilt: {before:?}");
+        assert_eq!(t.drops().len(), 0);
+        assert_eq!(t.arc("ip4-lookup").len(), first as usize + order.len());
+        t.assert_counters(&[
+            ("permit", first as u64 + 20),
+            ("session_created", first as u64 + 20),
+            ("session_hit", 220),
+        ]);
+        t.assert_no_leaks();
+    }
+
     /// A table sized mid-frame: from an empty table (one bucket until its first session),
     /// one frame of 100 new flows then a second packet of each. The first pass prefetches
     /// every packet's bucket in the empty table; the frame's first session sizes the table
@@ -2593,14 +2658,6 @@ mod tests {
     fn a_table_sized_mid_frame_admits_the_later_packets() {
         // With the look-ahead (`pipe_min` 0).
         let (mut t, sw) = reflect_pg0(0);
-        let buckets = |t: &mut sluice_vnet::testing::NodeTest| {
-            let m = t.h.vm.ext_mut::<AclMain>();
-            m.shared
-                .threads()
-                .iter()
-                .map(|th| lock(th).sessions.buckets())
-                .max()
-        };
         let before = buckets(&mut t);
         let flows = 100u16;
         let order: Vec<u16> = (0..flows).chain(0..flows).collect();

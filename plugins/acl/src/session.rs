@@ -29,9 +29,11 @@
 //! for an IPv4 key, three chained for IPv6; about a tenth of SipHash's instructions) to the
 //! session's slot. A tag match is a candidate, confirmed against the slot's key; when the
 //! first candidate is another key's, every candidate is tried, so two live keys with one
-//! digest (or one tag in a bucket) both have their sessions. The bucket array and the
-//! session records are sized for the thread's limit at its first session, zeroed and, from
-//! 2 MiB on, in transparent hugepages ([`ZeroedArray`]); they never grow or move.
+//! digest (or one tag in a bucket) both have their sessions. The session records are sized
+//! for the thread's limit at its first session, zeroed and, from 2 MiB on, in transparent
+//! hugepages ([`ZeroedArray`]); they never grow or move. The bucket array is sized for
+//! [`FIRST_SESSIONS`] then, and rebuilt once for the limit when the table outgrows that
+//! (a sparse 8 MiB array under a few thousand sessions cost TLB misses without hugepages).
 
 use sluice_infra::bihash::FoldedKeyHash;
 use sluice_infra::epoch::{ZeroValid, ZeroedArray};
@@ -69,6 +71,13 @@ pub const DEFAULT_MAX_SESSIONS: usize = 500_000;
 /// 8/4 distances, five of five with 16/8, at load); below, its ~94 instructions a hit
 /// cost more than the misses it hides.
 pub const PIPE_MIN_SESSIONS: usize = 8192;
+
+/// Sessions the bucket array first holds (2,048 buckets, 128 KiB: the table below the
+/// look-ahead's [`PIPE_MIN_SESSIONS`], which reads its buckets straight, on few pages); the
+/// session after these rebuilds it once for the thread's limit ([`Table::create`]). Sized
+/// for the limit from the first session (session 16), 4,096 sessions spread over 8 MiB of
+/// buckets: 4,096 lines on 2,048 pages without transparent hugepages.
+pub const FIRST_SESSIONS: usize = PIPE_MIN_SESSIONS;
 
 /// A normalised session key.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -628,7 +637,8 @@ pub enum CreateError {
 /// One thread's sessions.
 pub struct Table {
     /// Digest of the key -> slot: candidates, each confirmed by the slot's key. Sized for
-    /// `max` sessions with `slots`, at the first session (until then one empty bucket).
+    /// [`FIRST_SESSIONS`] (at most `max`) at the first session (until then one empty
+    /// bucket), rebuilt for `max` at the session after those ([`Table::grow`]).
     keys: FlowTable,
     hasher: FoldedKeyHash,
     /// Sessions by slot: `max` records, zeroed (in hugepages from 2 MiB on), allocated with
@@ -656,6 +666,9 @@ pub struct Table {
     /// Tests narrow the digests to force two keys onto one.
     #[cfg(test)]
     pub(crate) digest_mask: u64,
+    /// Tests make [`Table::grow`]'s allocation fail (as out of memory) while this is set.
+    #[cfg(test)]
+    pub(crate) fail_grow: bool,
 }
 
 // SAFETY: integers, floats and bools (`Session`, `TcpWindow`, `TcpEnd`, `SessKey`), all of
@@ -693,6 +706,8 @@ impl Table {
             alloc_retry: f64::NEG_INFINITY,
             #[cfg(test)]
             digest_mask: u64::MAX,
+            #[cfg(test)]
+            fail_grow: false,
         }
     }
 
@@ -866,7 +881,7 @@ impl Table {
         if now < self.alloc_retry {
             return false;
         }
-        let r = FlowTable::try_with_capacity(self.max)
+        let r = FlowTable::try_with_capacity(self.max.min(FIRST_SESSIONS))
             .and_then(|keys| Ok((keys, ZeroedArray::try_new(self.max)?)));
         match r {
             Ok((keys, slots)) => {
@@ -874,38 +889,86 @@ impl Table {
                 self.slots = slots;
                 true
             }
-            Err(e) => {
-                if self.stats.alloc_failed == 0 {
-                    log::warn!(
-                        "acl-plugin: cannot allocate a session table for {} sessions ({e}); \
-                         permit+reflect packets dropped as session_alloc_failed, retried \
-                         every {ALLOC_RETRY_SECS} s",
-                        self.max
-                    );
-                }
-                self.stats.alloc_failed += 1;
-                self.alloc_retry = now + ALLOC_RETRY_SECS;
-                false
-            }
+            Err(e) => self.alloc_failed(now, e),
         }
+    }
+
+    /// Rebuilds the bucket array, full at [`FIRST_SESSIONS`], for `max` sessions: every
+    /// live session's digest inserted again (slots do not move, so a look-ahead's slot
+    /// stays its session's; a look-ahead's miss is looked up again since the caller's
+    /// create moves [`Table::changes`]). Whether it could; a failed allocation is counted
+    /// and retried as [`Table::allocate`]'s.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, now: f64) -> bool {
+        if now < self.alloc_retry {
+            return false;
+        }
+        #[cfg(test)]
+        if self.fail_grow {
+            return self.alloc_failed(now, std::io::ErrorKind::OutOfMemory.into());
+        }
+        match FlowTable::try_with_capacity(self.max) {
+            Ok(mut keys) => {
+                for i in 0..self.used {
+                    let s = &self.slots[i];
+                    if s.is_live() {
+                        // Fewer sessions than its capacity: it has room. A lost insert
+                        // would leave a live session that no lookup finds.
+                        let r = keys.insert(self.digest(&s.key), i as u32);
+                        debug_assert!(r.is_ok(), "slot {i} not re-inserted");
+                    }
+                }
+                self.keys = keys;
+                true
+            }
+            Err(e) => self.alloc_failed(now, e),
+        }
+    }
+
+    /// An allocation of the table's memory failed at `now`: counted, the first logged, the
+    /// next attempt not before [`ALLOC_RETRY_SECS`]. False.
+    #[cold]
+    fn alloc_failed(&mut self, now: f64, e: std::io::Error) -> bool {
+        if self.stats.alloc_failed == 0 {
+            log::warn!(
+                "acl-plugin: cannot allocate a session table for {} sessions ({e}); \
+                 permit+reflect packets dropped as session_alloc_failed, retried \
+                 every {ALLOC_RETRY_SECS} s",
+                self.max
+            );
+        }
+        self.stats.alloc_failed += 1;
+        self.alloc_retry = now + ALLOC_RETRY_SECS;
+        false
     }
 
     /// Adds a session (its key has none: the caller looked it up). Two keys of one digest
     /// both have theirs; the same key twice is refused ([`CreateError::Collision`]). The
-    /// first session allocates the table's memory; when that fails, sessions are refused
+    /// first session allocates the table's memory, the one past [`FIRST_SESSIONS`] rebuilds
+    /// its buckets for `max`; when either fails, sessions are refused
     /// ([`CreateError::NoMemory`]) and the allocation is tried again at most once every
     /// [`ALLOC_RETRY_SECS`] (by `s.created`).
     pub fn create(&mut self, mut s: Session) -> Result<&mut Session, CreateError> {
-        s.pk = s.key.packed().unwrap_or([0, 1 << 23]);
+        // Packed once: its `pk` and, for a narrow key, its digest.
+        let pk = s.key.packed();
+        s.pk = pk.unwrap_or([0, 1 << 23]);
         s.proto = s.key.proto;
         if self.len() >= self.max {
             return Err(CreateError::Full);
         }
-        // The first session sizes the table (`len` < `max`: not empty).
+        // The first session sizes the table (`len` < `max`: not empty), the one after
+        // [`FIRST_SESSIONS`] resizes its buckets for `max`.
         if self.slots.is_empty() && !self.allocate(s.created) {
             return Err(CreateError::NoMemory);
         }
-        let d = self.digest(&s.key);
+        if self.len() >= self.keys.capacity() && !self.grow(s.created) {
+            return Err(CreateError::NoMemory);
+        }
+        let d = match pk {
+            Some(pk) => self.digest4(pk),
+            None => self.digest(&s.key),
+        };
         if self.slot_of(d, &s.key).is_some() {
             return Err(CreateError::Collision);
         }
@@ -1254,6 +1317,48 @@ mod tests {
         assert_eq!(sess(0.0, 17).timeout(&t), 10);
     }
 
+    /// A failed rebuild (the test's fault switch: the allocation's error) refuses the session
+    /// as NoMemory, keeps the first buckets and every session, and is retried after the
+    /// interval.
+    #[test]
+    fn failed_rebuild_keeps_the_table() {
+        let t = Timeouts::default();
+        let mut tb = Table::new(1_000_000);
+        let mk = |i: u32, now: f64| {
+            let (key, lo) = SessKey::of(
+                1,
+                false,
+                17,
+                (0x0a00_0000 + i as u128, 1000),
+                (0x0b00_0000, 53),
+            );
+            Session::new(key, true, lo, now)
+        };
+        let first = FIRST_SESSIONS as u32;
+        for i in 0..first {
+            tb.create(mk(i, 0.0)).unwrap();
+        }
+        let b0 = tb.buckets();
+        tb.fail_grow = true;
+        assert_eq!(tb.create(mk(first, 0.0)).err(), Some(CreateError::NoMemory));
+        tb.fail_grow = false;
+        assert_eq!(
+            (tb.stats.alloc_failed, tb.buckets(), tb.len()),
+            (1, b0, FIRST_SESSIONS)
+        );
+        for i in 0..first {
+            assert!(tb.lookup(&mk(i, 0.0).key, 0.5, &t).is_some(), "{i}");
+        }
+        // Within the interval: not tried again.
+        assert_eq!(tb.create(mk(first, 0.5)).err(), Some(CreateError::NoMemory));
+        assert_eq!(tb.stats.alloc_failed, 1);
+        tb.create(mk(first, ALLOC_RETRY_SECS)).unwrap();
+        assert!(tb.buckets() > b0);
+        for i in 0..=first {
+            assert!(tb.lookup(&mk(i, 0.0).key, 1.5, &t).is_some(), "{i}");
+        }
+    }
+
     /// A table whose memory cannot be had refuses sessions as `NoMemory` (not `Full`) and
     /// tries the allocation again only once a retry interval has passed.
     #[test]
@@ -1319,8 +1424,15 @@ mod tests {
                 s.init_lo = lo;
                 tb.create(s).unwrap();
                 keys.push((key, src, dst, proto, sw_if, v6));
+                // The first buckets hold `FIRST_SESSIONS`; the next session rebuilt them
+                // for the limit, and every key below is found in the new ones.
+                if tb.len() <= FIRST_SESSIONS {
+                    assert_eq!(tb.buckets(), FIRST_SESSIONS / 4);
+                }
             }
         }
+        assert!(keys.len() > FIRST_SESSIONS);
+        assert_eq!(tb.buckets(), FlowTable::with_capacity(100_000).buckets());
         assert_eq!(tb.len(), keys.len());
         for &(key, src, dst, proto, sw_if, v6) in &keys {
             // The reply's tuple finds the same session.
