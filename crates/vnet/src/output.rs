@@ -327,8 +327,8 @@ impl NodeFn for InterfaceOutput {
         if let Some((arena, frame, s)) = cx.handed_frame(frame) {
             let addrs = &s.addrs;
             // SAFETY: this node owns the frame (the dispatcher's contract), `addrs` holds
-            // its addresses (`handed_frame`), and `frame_with` holds one
-            // reference per packet at a time.
+            // its addresses (`handed_frame`), and `frame_with` holds one header
+            // reference at a time (its four-packet step copies fields out by value).
             self.frame_with(cx, arena, frame, |i| unsafe {
                 arena.header_at(addrs, i, frame[i])
             });
@@ -340,8 +340,8 @@ impl NodeFn for InterfaceOutput {
         let frame = &frame[..n];
         arena.check_frame(frame);
         // SAFETY: this node owns the frame, every index in the arena (checked above);
-        // `frame_with` holds one
-        // reference per packet at a time.
+        // `frame_with` holds one header reference at a time (its four-packet step
+        // copies fields out by value).
         self.frame_with(cx, arena, frame, |i| unsafe {
             arena.header_mut_unchecked(frame[i])
         });
@@ -353,8 +353,9 @@ impl NodeFn for InterfaceOutput {
 
 impl InterfaceOutput {
     /// The frame loop, `hdr(i)` the header of `frame[i]` (an index below the frame's
-    /// length; a frame holds each buffer once, so the references of different `i` never
-    /// alias, and the loop holds none of a packet when `Run::packet` takes its own view).
+    /// length). The loop holds at most one reference from `hdr` at a time (the four-packet
+    /// step copies the fields it reads out by value), and none of a packet when
+    /// `Run::packet` takes its own view.
     #[inline(always)]
     fn frame_with<'h>(
         &mut self,
@@ -395,15 +396,20 @@ impl InterfaceOutput {
         // Four packets a step (one flags test and one loop test for the four); the packet
         // that ends the run is found by the one-packet loop after it.
         let mut i = 0;
+        // The three fields are copied out by value: one header reference live at a time.
+        let fields = |i: usize| {
+            let h = hdr(i);
+            (h.flags, h.tx_if, h.current_length)
+        };
         while i + 4 <= n {
-            let h = [hdr(i), hdr(i + 1), hdr(i + 2), hdr(i + 3)];
-            let flags = h[0].flags | h[1].flags | h[2].flags | h[3].flags;
+            let h = [fields(i), fields(i + 1), fields(i + 2), fields(i + 3)];
+            let flags = h[0].0 | h[1].0 | h[2].0 | h[3].0;
             if flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) != 0
-                || h.iter().any(|h| h.tx_if as u64 != tx)
+                || h.iter().any(|h| h.1 as u64 != tx)
             {
                 break;
             }
-            bytes += h.iter().map(|h| h.current_length as u64).sum::<u64>();
+            bytes += h.iter().map(|h| h.2 as u64).sum::<u64>();
             i += 4;
         }
         while i < n {
