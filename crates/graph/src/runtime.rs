@@ -1328,6 +1328,8 @@ impl ThreadGraph {
         for f in self.st.in_pending.iter_mut() {
             *f = false;
         }
+        // No queue holds a handed frame any more.
+        self.st.hand = Handed::NONE;
         self.st.bufs.flush();
     }
 }
