@@ -26,8 +26,8 @@ pub use copy::{copy_small, COPY_SMALL_MAX};
 pub use header::{flags, BufIdx, BufferHeader, IfIndex, IpMeta, L2Meta};
 pub use pool::{
     Arena, Backing, BufferCache, BufferPool, FrameAddrs, PageSize, PoolConfig, PoolError,
-    PoolStats, ALLOC_WITH_MAX_BUFFERS, CACHE_BATCH, DEFAULT_BUFFERS, DEFAULT_DATA_SIZE, HEADROOM,
-    MAX_DATA_SIZE,
+    PoolStats, Stamp, ALLOC_WITH_MAX_BUFFERS, CACHE_BATCH, DEFAULT_BUFFERS, DEFAULT_DATA_SIZE,
+    HEADROOM, MAX_DATA_SIZE,
 };
 
 /// A mutable view of one buffer: its header and its headroom + data bytes.

@@ -613,6 +613,59 @@ impl<'a> Arena<'a> {
         if out.holds(self, frame, ahead) {
             return;
         }
+        self.resolve_anew(frame, ahead, out);
+    }
+
+    /// [`Arena::resolve`] for a frame that may be the one `out` was stamped with
+    /// (`stamp`, from [`FrameAddrs::stamp`] after an earlier resolve of it, or
+    /// [`Stamp::NONE`]): when
+    /// `out` still carries that stamp (no resolve wrote it since), it holds `frame`'s
+    /// addresses and is kept without the compare of the indices; only the length, the
+    /// first and last index, the entries after the frame and the arena's layout are
+    /// looked at. Otherwise as [`Arena::resolve`].
+    ///
+    /// # Safety
+    /// A `stamp` other than [`Stamp::NONE`] must have been read from a `FrameAddrs` right after it resolved a
+    /// frame whose indices are `frame`'s (the same values, in order): a stamp says which
+    /// resolve wrote the addresses, not what frame the caller holds.
+    #[inline]
+    #[track_caller]
+    pub unsafe fn resolve_stamped<const N: usize>(
+        self,
+        frame: &[BufIdx],
+        ahead: usize,
+        out: &mut FrameAddrs<N>,
+        stamp: Stamp,
+    ) {
+        if self.holds_stamped(frame, ahead, out, stamp) {
+            debug_assert!(
+                out.holds(self, frame, ahead),
+                "stamped addresses of another frame"
+            );
+            return;
+        }
+        self.resolve(frame, ahead, out);
+    }
+
+    /// Whether `out` carries `stamp` (not [`Stamp::NONE`]: no resolve wrote it since the one that
+    /// gave it) and the length, first and last index of `frame`, with `ahead` entries
+    /// after it, in this arena: [`Arena::resolve_stamped`]'s test. For a `stamp` as that
+    /// function asks, true says `out` holds `frame`'s addresses, as if
+    /// [`Arena::resolve`] had just resolved it.
+    #[inline(always)]
+    pub fn holds_stamped<const N: usize>(
+        self,
+        frame: &[BufIdx],
+        ahead: usize,
+        out: &FrameAddrs<N>,
+        stamp: Stamp,
+    ) -> bool {
+        stamp.n != 0 && out.stamp() == stamp && out.holds_ends(self, frame, ahead)
+    }
+
+    /// The address pass of [`Arena::resolve`], without its memo.
+    #[track_caller]
+    fn resolve_anew<const N: usize>(self, frame: &[BufIdx], ahead: usize, out: &mut FrameAddrs<N>) {
         self.check_frame(frame);
         let n = frame.len();
         assert!(
@@ -633,6 +686,7 @@ impl<'a> Arena<'a> {
         out.layout = self.layout();
         out.len = n;
         out.filled = if n == 0 { 0 } else { n + ahead };
+        out.resolves += 1;
     }
 
     /// What a buffer's addresses depend on besides its index (the key of
@@ -662,15 +716,7 @@ impl<'a> Arena<'a> {
         i: usize,
         idx: BufIdx,
     ) -> Buffer<'a> {
-        #[cfg(debug_assertions)]
-        self.check_owned(idx);
-        debug_assert!(i < addrs.len, "packet {i} of a frame of {}", addrs.len);
-        debug_assert!(
-            idx.0 < self.n && addrs.hdr[i] == self.hdrs.wrapping_add(idx.0 as usize),
-            "entry {i} is not buffer {} of this arena",
-            idx.0
-        );
-        let _ = idx;
+        self.check_at(addrs, i, idx);
         // SAFETY: resolve computed both addresses from an index it checked (below n), so
         // the header is in the header array and `mem_len` bytes at the data address lie in
         // the data array; exclusivity is the caller's contract.
@@ -682,6 +728,39 @@ impl<'a> Arena<'a> {
                 core::slice::from_raw_parts_mut(data, self.mem_len as usize),
             )
         }
+    }
+
+    /// Debug builds: `i` is below the resolved frame's length and entry `i` is `idx`'s
+    /// (what [`Arena::buffer_at`] and [`Arena::header_at`] ask of their caller).
+    #[inline(always)]
+    fn check_at<const N: usize>(self, addrs: &FrameAddrs<N>, i: usize, idx: BufIdx) {
+        #[cfg(debug_assertions)]
+        self.check_owned(idx);
+        debug_assert!(i < addrs.len, "packet {i} of a frame of {}", addrs.len);
+        debug_assert!(
+            idx.0 < self.n && addrs.hdr[i] == self.hdrs.wrapping_add(idx.0 as usize),
+            "entry {i} is not buffer {} of this arena",
+            idx.0
+        );
+        let _ = (addrs, i, idx);
+    }
+
+    /// The header of the `i`-th buffer of a frame resolved by [`Arena::resolve`] (a node
+    /// that reads and writes metadata only).
+    ///
+    /// # Safety
+    /// As [`Arena::buffer_at`].
+    #[inline(always)]
+    pub unsafe fn header_at<const N: usize>(
+        self,
+        addrs: &FrameAddrs<N>,
+        i: usize,
+        idx: BufIdx,
+    ) -> &'a mut BufferHeader {
+        self.check_at(addrs, i, idx);
+        // SAFETY: resolve computed the address from an index it checked (below n): a
+        // header of the header array; exclusivity is the caller's contract.
+        unsafe { &mut **addrs.hdr.get_unchecked(i) }
     }
 
     /// Hints the CPU to fetch a buffer's header only (nodes that read metadata only).
@@ -705,6 +784,10 @@ pub struct FrameAddrs<const N: usize> {
     layout: Layout,
     /// The length of the frame last resolved (debug checks of [`Arena::buffer_at`]).
     len: usize,
+    /// This `FrameAddrs` among all (a value no other had, from [`OWNERS`]) and the resolves
+    /// that wrote it so far: its [`FrameAddrs::stamp`].
+    owner: u64,
+    resolves: u64,
     /// The entries the last resolve wrote: the frame and the repeated ones after it (debug
     /// checks of [`FrameAddrs::prefetch`], and the memo of [`Arena::resolve`]).
     filled: usize,
@@ -757,7 +840,33 @@ impl<const N: usize> Default for FrameAddrs<N> {
             layout: Layout::NONE,
             len: 0,
             filled: 0,
+            owner: OWNERS.fetch_add(1, core::sync::atomic::Ordering::Relaxed) + 1,
+            resolves: 0,
         }
+    }
+}
+
+/// The last owner number given to a `FrameAddrs` (one per `FrameAddrs` made, not per
+/// resolve: no atomic on the frame path); 64 bits never wrap.
+static OWNERS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Which resolve wrote a [`FrameAddrs`]: its owner (unique among all `FrameAddrs`) and the
+/// count of its resolves (never wraps), so no two resolves anywhere have the same stamp.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    owner: u64,
+    n: u64,
+}
+
+impl Stamp {
+    /// No resolve's: what a `FrameAddrs` that never resolved carries; matches nothing in
+    /// [`Arena::holds_stamped`].
+    pub const NONE: Stamp = Stamp { owner: 0, n: 0 };
+
+    /// Whether this is [`Stamp::NONE`].
+    #[inline(always)]
+    pub fn is_none(self) -> bool {
+        self.n == 0
     }
 }
 
@@ -767,18 +876,43 @@ impl<const N: usize> FrameAddrs<N> {
     /// the compare vectorises), which the resolve that wrote them checked.
     #[inline(always)]
     fn holds(&self, arena: Arena<'_>, frame: &[BufIdx], ahead: usize) -> bool {
+        // The first and last indices first: a different frame usually differs there, and
+        // then costs no pass over the indices.
+        self.holds_ends(arena, frame, ahead)
+            && self.idx[..frame.len()]
+                .iter()
+                .zip(frame)
+                .fold(0, |d, (a, b)| d | (a.0 ^ b.0))
+                == 0
+    }
+
+    /// [`FrameAddrs::holds`] but for the indices between the first and the last.
+    #[inline(always)]
+    fn holds_ends(&self, arena: Arena<'_>, frame: &[BufIdx], ahead: usize) -> bool {
         let n = frame.len();
         let Some(old) = self.idx.get(..n) else {
             return false;
         };
-        // The first and last indices first: a different frame usually differs there, and
-        // then costs no pass over the indices.
         self.len == n
             && old.first() == frame.first()
             && old.last() == frame.last()
             && self.filled.checked_sub(n).is_some_and(|more| more >= ahead)
             && self.layout == arena.layout()
-            && old.iter().zip(frame).fold(0, |d, (a, b)| d | (a.0 ^ b.0)) == 0
+    }
+
+    /// Which resolve wrote these addresses: every resolve that computes them anew (not one
+    /// that finds them already here) gives them a stamp no resolve had before;
+    /// [`Stamp::NONE`] before the first. Read right after resolving a frame, it lets
+    /// [`Arena::resolve_stamped`] keep them for the same frame without comparing it.
+    #[inline(always)]
+    pub fn stamp(&self) -> Stamp {
+        if self.resolves == 0 {
+            return Stamp::NONE;
+        }
+        Stamp {
+            owner: self.owner,
+            n: self.resolves,
+        }
     }
 
     /// Hints the CPU to fetch the `i`-th buffer's header line and, with `data`, the line

@@ -652,6 +652,39 @@ fn resolve_keeps_only_the_same_frame() {
     assert_eq!((p.stats().in_use, p2.stats().in_use), (0, 0));
 }
 
+/// A stamp names one resolve: kept by a resolve that finds the frame already there,
+/// changed by one that computes the addresses, never the same in two `FrameAddrs`; and
+/// `holds_stamped` wants the stamp and the frame's length, ends and entries after it.
+#[test]
+fn stamps_name_one_resolve() {
+    let p = pool(8);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 5];
+    assert_eq!(c.alloc(&mut idx), 5);
+    let a = p.arena();
+    let (mut x, mut y) = (FrameAddrs::<16>::default(), FrameAddrs::<16>::default());
+    assert!(x.stamp().is_none());
+    a.resolve(&idx, 3, &mut x);
+    a.resolve(&idx, 3, &mut y);
+    let s = x.stamp();
+    assert!(!s.is_none());
+    assert_ne!(s, y.stamp(), "two FrameAddrs, one resolve each");
+    assert!(a.holds_stamped(&idx, 3, &x, s));
+    assert!(!a.holds_stamped(&idx, 3, &y, s));
+    assert!(!a.holds_stamped(&idx, 3, &x, Stamp::NONE));
+    assert!(!a.holds_stamped(&idx[..4], 3, &x, s), "another length");
+    assert!(!a.holds_stamped(&idx, 4, &x, s), "more entries after it");
+    a.resolve(&idx, 3, &mut x);
+    assert_eq!(x.stamp(), s, "the same frame found there");
+    let mut swapped = idx;
+    swapped.swap(0, 4);
+    a.resolve(&swapped, 3, &mut x);
+    assert_ne!(x.stamp(), s, "another frame resolved");
+    assert!(!a.holds_stamped(&idx, 3, &x, s));
+    c.free(&idx);
+    assert_eq!(p.stats().in_use, 0);
+}
+
 /// Debug builds stop `buffer_at` with an index that is not the resolved frame's `i`-th.
 #[test]
 #[cfg(debug_assertions)]

@@ -15,7 +15,7 @@ use crate::stats::NodeStats;
 use crate::trace::{pack_index, TraceEntry, TraceShared};
 use crate::wake::{self, Epoll, Waker, WAKE_TOKEN};
 use crate::FRAME_SIZE;
-use sluice_buffer::{flags, Arena, BufIdx, Buffer, BufferCache, BufferPool};
+use sluice_buffer::{flags, Arena, BufIdx, Buffer, BufferCache, BufferPool, Stamp};
 use sluice_infra::clock::{rdtsc, Clock};
 use sluice_infra::timer::{TimerHandle, TimerWheel};
 use std::os::fd::RawFd;
@@ -133,6 +133,53 @@ pub struct ThreadState {
     /// The frame scratch the thread's nodes share ([`Cx::take_frame_scratch`]); `None`
     /// while a node holds it.
     frame_scratch: Option<Box<FrameScratch>>,
+    /// A frame handed on unchanged (see [`Handed`]).
+    hand: Handed,
+}
+
+/// What the dispatcher knows of a frame handed on unchanged, so that the node it goes to
+/// need not compare it with the addresses in the frame scratch ([`Cx::resolve_frame`]).
+///
+/// A node that resolved its whole frame (`Cx::resolve_frame` of the slice the dispatcher
+/// gave it, which it cannot change while it runs) notes the scratch's stamp
+/// (`FrameAddrs::stamp`: which resolve wrote the addresses). When it then sends that
+/// whole slice along one arc to a node whose queue was empty (`Cx::enqueue_all`,
+/// `Cx::enqueue_to_next` with one next for all), the dispatcher records the target and the
+/// stamp; any later push to that target forgets it (its queue no longer holds exactly the
+/// frame). When the dispatcher takes the target's queue it gives the stamp to that node's
+/// call: if the scratch still carries it (no resolve wrote it since, whatever node ran in
+/// between), it holds this very frame's addresses.
+#[derive(Clone, Copy)]
+struct Handed {
+    /// The running node's frame (address and length of the slice the dispatcher gave it;
+    /// 0, 0: none, an input or process node).
+    frame: (usize, usize),
+    /// The stamp of the scratch after the running node resolved that frame (`NONE`: it
+    /// did not).
+    frame_stamp: Stamp,
+    /// The node whose queue holds exactly a frame handed on whole (`u32::MAX`: none), and
+    /// the stamp of its addresses.
+    to: u32,
+    to_stamp: Stamp,
+    /// For the running node: the stamp of its frame's addresses, when it was handed on
+    /// whole (`NONE`: not).
+    hint: Stamp,
+}
+
+impl Handed {
+    const NONE: Handed = Handed {
+        frame: (0, 0),
+        frame_stamp: Stamp::NONE,
+        to: u32::MAX,
+        to_stamp: Stamp::NONE,
+        hint: Stamp::NONE,
+    };
+
+    /// Whether `bs` is the running node's frame (the very slice, not equal values).
+    #[inline(always)]
+    fn is_frame(&self, bs: &[BufIdx]) -> bool {
+        self.frame == (bs.as_ptr() as usize, bs.len())
+    }
 }
 
 /// The context handed to a node while it runs.
@@ -208,8 +255,38 @@ impl<'a> Cx<'a> {
         debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let frame = &frame[..frame.len().min(FRAME_SIZE)];
         let mut s = self.take_frame_scratch();
-        arena.resolve(frame, SCRATCH_AHEAD, &mut s.addrs);
+        if self.st.hand.is_frame(frame) {
+            // SAFETY: `hint` is the stamp a node read right after resolving the frame it
+            // handed on whole, and this frame holds the same indices: the dispatcher gave
+            // the hint for the queue that received exactly that frame (`Handed`).
+            unsafe { arena.resolve_stamped(frame, SCRATCH_AHEAD, &mut s.addrs, self.st.hand.hint) };
+            self.st.hand.frame_stamp = s.addrs.stamp();
+        } else {
+            arena.resolve(frame, SCRATCH_AHEAD, &mut s.addrs);
+        }
         (arena, frame, s)
+    }
+
+    /// The frame scratch with `frame`'s addresses when the node before handed this
+    /// node's frame on unchanged and no resolve wrote the scratch since (see
+    /// [`Cx::resolve_frame`]); `None` otherwise (nothing taken). For a node whose own loop
+    /// needs no addresses: it uses these when they come free. Give the scratch back with
+    /// [`Cx::put_frame_scratch`].
+    #[inline(always)]
+    pub fn handed_frame<'f>(
+        &mut self,
+        frame: &'f [BufIdx],
+    ) -> Option<(Arena<'a>, &'f [BufIdx], Box<FrameScratch>)> {
+        let h = self.st.hand;
+        let arena = self.arena();
+        let s = self.st.frame_scratch.as_ref()?;
+        if !(h.is_frame(frame) && arena.holds_stamped(frame, SCRATCH_AHEAD, &s.addrs, h.hint)) {
+            return None;
+        }
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
+        let frame = &frame[..frame.len().min(FRAME_SIZE)];
+        self.st.hand.frame_stamp = h.hint;
+        Some((arena, frame, self.take_frame_scratch()))
     }
 
     /// Gives back the scratch of [`Cx::take_frame_scratch`].
@@ -273,7 +350,7 @@ impl<'a> Cx<'a> {
             return;
         }
         let target = self.target(next);
-        self.st.push(target, bs);
+        self.st.push_whole(target, bs);
     }
 
     /// Sends `bufs[i]` along arc `nexts[i]`. Fast path when every packet takes the same arc
@@ -288,7 +365,7 @@ impl<'a> Cx<'a> {
         // Branch-free (vectorised) test of the whole vector, no early exit.
         if nexts[..n].iter().fold(0, |d, &x| d | (x ^ first)) == 0 {
             let t = self.target(Next(first));
-            self.st.push(t, &bufs[..n]);
+            self.st.push_whole(t, &bufs[..n]);
             return;
         }
         let mut start = 0;
@@ -572,12 +649,33 @@ impl Shared {
 impl ThreadState {
     #[inline(always)]
     fn push(&mut self, target: NodeIndex, bs: &[BufIdx]) {
+        if self.hand.to == target.0 {
+            self.hand.to = u32::MAX;
+        }
         let t = target.0 as usize;
         let q = &mut self.queues[t];
         q.extend_from_slice(bs);
         if !self.in_pending[t] {
             self.in_pending[t] = true;
             self.pending.push(target.0);
+        }
+    }
+}
+
+impl ThreadState {
+    /// [`ThreadState::push`] of what may be the running node's whole frame: if it is, and
+    /// the node resolved it and `target`'s queue was empty, `target` gets it handed on
+    /// unchanged ([`Handed`]).
+    #[inline(always)]
+    fn push_whole(&mut self, target: NodeIndex, bs: &[BufIdx]) {
+        self.push(target, bs);
+        let h = &mut self.hand;
+        if !h.frame_stamp.is_none()
+            && h.is_frame(bs)
+            && self.queues[target.0 as usize].len() == bs.len()
+        {
+            h.to = target.0;
+            h.to_stamp = h.frame_stamp;
         }
     }
 }
@@ -644,6 +742,7 @@ impl ThreadGraph {
                 irq_tokens: Vec::new(),
                 prompt_irqs: Vec::new(),
                 frame_scratch: Some(Box::default()),
+                hand: Handed::NONE,
             },
             inputs: Vec::new(),
             procs: Vec::new(),
@@ -943,6 +1042,14 @@ impl ThreadGraph {
                 continue;
             }
             work += q.len();
+            // A frame handed on unchanged: its stamp for the node's call (`Handed`).
+            let mut hint = Stamp::NONE;
+            if self.st.hand.to == ix as u32 {
+                self.st.hand.to = u32::MAX;
+                if q.len() <= FRAME_SIZE {
+                    hint = self.st.hand.to_stamp;
+                }
+            }
             let trace_on = self.st.shared.trace.active.load(Ordering::Relaxed);
             for chunk in q.chunks(FRAME_SIZE) {
                 if trace_on {
@@ -951,11 +1058,17 @@ impl ThreadGraph {
                 match self.fns[ix].as_mut() {
                     Some(f) => {
                         let t0 = rdtsc();
+                        self.st.hand.frame = (chunk.as_ptr() as usize, chunk.len());
+                        self.st.hand.frame_stamp = Stamp::NONE;
+                        self.st.hand.hint = hint;
                         let mut cx = Cx {
                             st: &mut self.st,
                             node: NodeIndex(ix as u32),
                         };
                         f.frame(&mut cx, chunk);
+                        self.st.hand.frame = (0, 0);
+                        self.st.hand.frame_stamp = Stamp::NONE;
+                        self.st.hand.hint = Stamp::NONE;
                         let t1 = rdtsc();
                         let s = &self.st.stats[ix].per_thread[self.st.thread];
                         s.calls.add(1);
@@ -1215,6 +1328,8 @@ impl ThreadGraph {
         for f in self.st.in_pending.iter_mut() {
             *f = false;
         }
+        // No queue holds a handed frame any more.
+        self.st.hand = Handed::NONE;
         self.st.bufs.flush();
     }
 }

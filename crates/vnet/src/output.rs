@@ -18,7 +18,9 @@
 //! Tx counting: this node counts `tx packets`/`tx bytes` once per run of packets to one
 //! interface, before the driver. A frame's first run is to its first packet's interface
 //! (looked up once per frame), and a frame that is all one run of an up, untagged interface
-//! goes on whole (`enqueue_all`: no per-packet next or counter store). A plain packet to
+//! goes on whole (`enqueue_all`: no per-packet next or counter store). A frame handed on
+//! unchanged by the node before (`Cx::handed_frame`: the rewrite node's whole frame) is read
+//! through the addresses that node resolved, with no bound check of its own. A plain packet to
 //! another up, untagged interface (with many tunnels, every packet) ends the run and starts
 //! its own in the frame loop: the interface's entry holds this thread's counters row
 //! (`IfRow`, no hop through the `Arc`), so the change is one table read and the last run's
@@ -33,7 +35,7 @@
 
 use crate::interface::{counter, IfCounters, IfRow, SwIfIndex};
 use sluice_buffer::flags::{GSO, TOTAL_LENGTH_VALID, TX_SUB};
-use sluice_buffer::{Arena, BufIdx};
+use sluice_buffer::{Arena, BufIdx, BufferHeader};
 use sluice_graph::pcap::point;
 use sluice_graph::stats::Counter;
 use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
@@ -320,10 +322,50 @@ impl NodeFn for InterfaceOutput {
         if cx.shared().pcap.points.load(Ordering::Relaxed) & point::TX != 0 {
             self.capture_tx(cx, frame);
         }
+        // A frame handed on unchanged (the usual one: the rewrite node's, whole) comes with
+        // its headers' addresses: one load a packet, no bound check of the frame.
+        if let Some((arena, frame, s)) = cx.handed_frame(frame) {
+            let addrs = &s.addrs;
+            // SAFETY: this node owns the frame (the dispatcher's contract), `addrs` holds
+            // its addresses (`handed_frame`), and `frame_with` holds one header
+            // reference at a time (its four-packet step copies fields out by value).
+            self.frame_with(cx, arena, frame, |i| unsafe {
+                arena.header_at(addrs, i, frame[i])
+            });
+            cx.put_frame_scratch(s);
+            return;
+        }
         let arena = cx.arena();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
         arena.check_frame(frame);
+        // SAFETY: this node owns the frame, every index in the arena (checked above);
+        // `frame_with` holds one header reference at a time (its four-packet step
+        // copies fields out by value).
+        self.frame_with(cx, arena, frame, |i| unsafe {
+            arena.header_mut_unchecked(frame[i])
+        });
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl InterfaceOutput {
+    /// The frame loop, `hdr(i)` the header of `frame[i]` (an index below the frame's
+    /// length). The loop holds at most one reference from `hdr` at a time (the four-packet
+    /// step copies the fields it reads out by value), and none of a packet when
+    /// `Run::packet` takes its own view.
+    #[inline(always)]
+    fn frame_with<'h>(
+        &mut self,
+        cx: &mut Cx,
+        arena: Arena<'_>,
+        frame: &[BufIdx],
+        hdr: impl Fn(usize) -> &'h mut BufferHeader,
+    ) {
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
         let err = Errors {
             unknown: cx.error(OutputCounter::UnknownInterface),
             down: cx.error(OutputCounter::InterfaceDown),
@@ -337,11 +379,11 @@ impl NodeFn for InterfaceOutput {
         // on whole even when the frame before went elsewhere (the tunnel and the underlay
         // pass of an encap share this node).
         let InterfaceOutput { table, nexts } = self;
-        let first = frame.first().map_or(u64::MAX, |&b| {
-            // SAFETY: this node owns the frame, every index in the arena (checked above);
-            // the reference ends here.
-            u64::from(unsafe { arena.header_mut_unchecked(b) }.tx_if)
-        });
+        let first = if n == 0 {
+            u64::MAX
+        } else {
+            u64::from(hdr(0).tx_if)
+        };
         let Run {
             mut tx,
             mut next,
@@ -351,11 +393,27 @@ impl NodeFn for InterfaceOutput {
         } = Run::resume(table, first);
         // The usual frame is one run: while its packets are, no next arc is stored per
         // packet, and a frame that stays one run goes on whole.
+        // Four packets a step (one flags test and one loop test for the four); the packet
+        // that ends the run is found by the one-packet loop after it.
         let mut i = 0;
-        while let Some(&b) = frame.get(i) {
-            // SAFETY: this node owns the frame, every index in the arena (checked above);
-            // the reference ends with the iteration.
-            let hdr = unsafe { arena.header_mut_unchecked(b) };
+        // The three fields are copied out by value: one header reference live at a time.
+        let fields = |i: usize| {
+            let h = hdr(i);
+            (h.flags, h.tx_if, h.current_length)
+        };
+        while i + 4 <= n {
+            let h = [fields(i), fields(i + 1), fields(i + 2), fields(i + 3)];
+            let flags = h[0].0 | h[1].0 | h[2].0 | h[3].0;
+            if flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) != 0
+                || h.iter().any(|h| h.1 as u64 != tx)
+            {
+                break;
+            }
+            bytes += h.iter().map(|h| h.2 as u64).sum::<u64>();
+            i += 4;
+        }
+        while i < n {
+            let hdr = hdr(i);
             if hdr.flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) != 0 || hdr.tx_if as u64 != tx {
                 break;
             }
@@ -376,10 +434,8 @@ impl NodeFn for InterfaceOutput {
         }
         let mut packets = i as u64;
         nexts[..i].fill(next);
-        for (nx, &b) in nexts[i..n].iter_mut().zip(&frame[i..]) {
-            // SAFETY: this node owns the frame, every index in the arena (checked above);
-            // the reference ends before `packet` takes its own.
-            let hdr = unsafe { arena.header_mut_unchecked(b) };
+        for (k, (nx, &b)) in nexts[i..n].iter_mut().zip(&frame[i..]).enumerate() {
+            let hdr = hdr(i + k);
             if hdr.flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) == 0 {
                 let len = hdr.current_length as u64;
                 if hdr.tx_if as u64 == tx {
@@ -435,9 +491,6 @@ impl NodeFn for InterfaceOutput {
         };
         run.flush();
         cx.enqueue_to_next(frame, &nexts[..n]);
-    }
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

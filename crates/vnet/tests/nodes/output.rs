@@ -1,5 +1,6 @@
 //! `interface-output`: per-interface tx counting by runs, the whole-frame path (a frame that
-//! is one run, to its first packet's interface, goes on whole) and a new run at every packet.
+//! is one run, to its first packet's interface, goes on whole), a new run at every packet, and a
+//! mixed frame handed on whole by `ip4-rewrite` (the handed-addresses branch).
 
 use super::gso::{aggregate, tcp4_aggregate};
 use super::*;
@@ -145,5 +146,62 @@ fn interface_output_counts_a_new_run_at_every_packet() {
     assert_eq!(at(&t, "loop-tx"), [(a, s)]);
     assert_eq!(tx(&mut t, a), (4, 4 * ls, 0));
     assert_eq!(tx(&mut t, b), (4, 4 * ll, 0));
+    t.assert_no_leaks();
+}
+
+/// A frame `ip4-rewrite` hands on whole, so it reaches `interface-output` with its headers'
+/// addresses (`Cx::handed_frame`): four packets to A (the four-packet step), then A, B, A,
+/// one to A's sub-interface (`packet`, tagged), one to a down interface, A, A. Each packet
+/// goes to its own interface, counted there with its own length; the down one is dropped.
+#[test]
+fn interface_output_counts_a_mixed_frame_handed_on_by_rewrite() {
+    let (mut t, a) = setup("interface-output");
+    t.cli(&format!(
+        "ip neighbor loop0 10.0.0.2 {PEER_MAC} static
+         create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.0.1.1/24
+         ip neighbor loop1 10.0.1.2 {PEER_MAC} static
+         create sub-interfaces loop0 100
+         set interface state loop0.100 up
+         set interface ip address loop0.100 10.0.2.1/24
+         ip neighbor loop0.100 10.0.2.2 {PEER_MAC} static
+         create loopback interface
+         set interface state loop2 up
+         set interface ip address loop2 10.0.3.1/24
+         ip neighbor loop2 10.0.3.2 {PEER_MAC} static
+         set interface state loop2 down"
+    ));
+    let (b, sub, down) = (t.sw_if("loop1"), t.sw_if("loop0.100"), t.sw_if("loop2"));
+    t.capture("loop-tx");
+    let to = |dst: &str| udp4_l3("10.0.0.5", dst);
+    let (pa, pb, ps, pd) = (
+        to("10.0.0.2"),
+        to("10.0.1.2"),
+        to("10.0.2.2"),
+        to("10.0.3.2"),
+    );
+    let order = [&pa, &pa, &pa, &pa, &pa, &pb, &pa, &ps, &pd, &pa, &pa];
+    let bufs: Vec<_> = order.iter().map(|p| t.packet(p, |h| h.rx_if = a)).collect();
+    t.inject_at("ip4-lookup", &bufs);
+    // On the wire: the IPv4 packet behind a 14-byte Ethernet header (18 on the sub).
+    let len = pa.len() as u64 + 14;
+    let sent: Vec<(u32, u64)> = t
+        .arc("loop-tx")
+        .iter()
+        .map(|c| (c.hdr.tx_if, c.data.len() as u64))
+        .collect();
+    let mut want = vec![(a, len); 5];
+    want.extend([(b, len), (a, len), (a, len + 4), (a, len), (a, len)]);
+    assert_eq!(sent, want);
+    assert_eq!(tx(&mut t, a), (9, 9 * len + 4, 0));
+    assert_eq!(tx(&mut t, b), (1, len, 0));
+    assert_eq!(tx(&mut t, sub), (1, len, 0));
+    assert_eq!(tx(&mut t, down), (0, 0, 1));
+    assert_eq!(
+        t.drops(),
+        [("interface-output".to_string(), "interface_down")]
+    );
+    t.assert_counters(&[("interface_down", 1)]);
     t.assert_no_leaks();
 }
