@@ -23,10 +23,8 @@
 //! least [`SPLIT_ENTRIES`] entries, the node runs in stages ([`frame_staged`],
 //! [`stage_pays`]): a few packets ahead of the one it runs, it guesses the first table's
 //! key from the packet's bytes and looks it up, and each packet's pipeline uses the guess
-//! when it was right (a DIR-24-8 of at least [`SPLIT_ENTRIES`] routes: in two passes over
-//! each group of [`GROUP`] packets, the group's guesses looked up four at a time before
-//! any packet runs; a DIR-24-8 of fewer: only the guess's first-level entry prefetched,
-//! [`prefetched`]); `show p4 program` counts those frames on its `staged:` line.
+//! when it was right (a DIR-24-8, of any size: only the guess's first-level entry
+//! prefetched, [`prefetched`]); `show p4 program` counts those frames on its `staged:` line.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
@@ -586,7 +584,7 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
 }
 
 /// The set-up of the generated code's loops over a frame ([`frame_generated`],
-/// [`prefetched`], [`pipelined`], [`grouped`]; [`end_frame`] is the tear-down): the arena,
+/// [`prefetched`], [`pipelined`]; [`end_frame`] is the tear-down): the arena,
 /// the time (ns) and the thread's scratch holding the frame's buffer addresses, resolved
 /// once (a compare when `ethernet-input` handed this frame on whole: it resolved it there)
 /// and checked there. Two functions rather than one taking the loop as a closure: the loop
@@ -654,15 +652,10 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 }
 
 /// How many packets ahead of the one it runs the staged single node ([`frame_staged`])
-/// guesses the first table's key and looks it up (for a DIR-24-8 of few routes only
-/// prefetches its first-level entry, [`prefetched`]): the lookup's loads have that many
+/// guesses the first table's key and looks it up (for a DIR-24-8 only prefetches its
+/// first-level entry, [`prefetched`]): the lookup's loads have that many
 /// packets' work to complete in.
 pub const STAGE: usize = 4;
-
-/// Packets per group of [`grouped`]'s two passes (a multiple of 4: the lookups go four
-/// at a time).
-pub const GROUP: usize = 32;
-const _: () = assert!(GROUP % 4 == 0);
 
 // The staged loop prefetches `STAGE + 2` packets ahead through the frame's resolved
 // addresses, which hold `SCRATCH_AHEAD` entries past its end.
@@ -671,8 +664,7 @@ const _: () = assert!(STAGE + 2 < SCRATCH_AHEAD);
 /// Single mode on a program's generated code, in stages, in one pass over the frame: at
 /// packet `i`, the first ingress table's key of packet `i + STAGE` is guessed from its
 /// bytes (`Generated::key_guess_buf`: the key's header fields where the parser puts them)
-/// and looked up (a DIR-24-8 of few routes: its first-level entry only prefetched,
-/// [`prefetched`]), so the lookup's cache misses overlap the packets in between; packet
+/// and looked up (a DIR-24-8: its first-level entry only prefetched, [`prefetched`]), so the lookup's cache misses overlap the packets in between; packet
 /// `i` then runs its whole pipeline on its own guess (`packet_pre_buf`; after a prefetch,
 /// the plain `packet_buf`, whose own lookup finds the entry in cache), which it uses when
 /// the key it computes where the table is applied is the guessed one (a packet the guess
@@ -693,20 +685,15 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     // table whose entries share a few records keeps them in cache). Records in use, not
     // `recs.len()`, which only grows (freed records stay until reused).
     let big = table.is_some_and(|t| t.recs_in_use() >= PREFETCH_RECORDS);
-    // A DIR-24-8 looked up directly (its shared read side, so the lookup borrows nothing
-    // the packets change), any other index through the table.
-    // A DIR-24-8 of many routes misses its first level too, and a lookup `STAGE` packets
-    // ahead is a chain of dependent misses: such a table is looked up a group of
-    // `GROUP` packets at a time, four lookups interleaved ([`grouped`]); with few routes
-    // the one pass only prefetches the first-level entry ahead ([`prefetched`]: 209.1
-    // instructions a packet in the router's node at 1 route, against 215.2 looking it up
-    // ahead and carrying the result to the packet).
-    match table
-        .and_then(|t| t.lpm32())
-        .map(|l| (l.len() >= SPLIT_ENTRIES, l.table().clone()))
-    {
-        Some((false, l)) => prefetched::<G>(cx, ts, sh, frame, nexts, l.entry_prefetch()),
-        Some((true, l)) => grouped::<G>(cx, ts, sh, frame, nexts, first, big, |k| l.lookup_x4(k)),
+    // A DIR-24-8, of any size, is not looked up ahead: the one pass only prefetches the
+    // first-level entry of the key guessed `STAGE` packets ahead ([`prefetched`]: the
+    // router's node 209.1 instructions a packet at 1 route, against 215.2 looking it up
+    // ahead and carrying the result to the packet; 209.1 at 100k routes against 223.0
+    // in two passes over groups of 32 packets, the group's lookups four at a time, with
+    // as many cache misses by callgrind's simulation). Any other index is looked up
+    // ahead, through the table.
+    match table.and_then(|t| t.lpm32()).map(|l| l.table().clone()) {
+        Some(l) => prefetched::<G>(cx, ts, sh, frame, nexts, l.entry_prefetch()),
         None => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |ts, k| {
             first
                 .and_then(|t| ts.tables.get(t))
@@ -715,17 +702,15 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     }
 }
 
-// A DIR-24-8 of fewer than `SPLIT_ENTRIES` routes has fewer records in use than
-// `PREFETCH_RECORDS` (entries share records, never the reverse): [`prefetched`], which
-// runs it, has no record to prefetch.
-const _: () = assert!(SPLIT_ENTRIES <= PREFETCH_RECORDS);
-
-/// [`frame_staged`] on a DIR-24-8 first table of few routes (`pf`: its first level), in one
+/// [`frame_staged`] on a DIR-24-8 first table (`pf`: its first level), in one
 /// pass: at packet `i`, the first-level entry of packet `i + STAGE`'s guessed key is
 /// prefetched (as `ip4-input` does for `ip4-lookup`), and packet `i` runs its whole
 /// pipeline (`packet_buf`), whose lookup where the table is applied finds that entry in
 /// cache. Nothing is looked up ahead, so there is no ring of guesses to carry and no guess
 /// to compare with the key the packet computes (a wrong guess only wastes its prefetch).
+/// Nor is the hit's action record prefetched: routes share records (100k routes to one
+/// next hop read one), and a table of many records (direct counters: one per entry)
+/// reads its record where the table is applied.
 #[inline(never)]
 fn prefetched<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
@@ -809,81 +794,6 @@ fn pipelined<G: crate::gen::rt::Generated>(
     });
     end_frame(cx, scratch, sent);
 }
-
-/// [`frame_staged`] on a DIR-24-8 first table of many routes (`look4`, four lookups at
-/// once), in two passes over each group of [`GROUP`] packets: every packet's key guessed
-/// from its bytes, then the group's lookups four at a time (their first-level misses
-/// overlap, and all of them are issued before any is used) and, for a `big` table, a
-/// prefetch of each hit's record; then each packet's pipeline on its guess, its buffer
-/// still in cache from the first pass.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn grouped<G: crate::gen::rt::Generated>(
-    cx: &mut Cx,
-    ts: &mut ThreadState,
-    sh: &Shared,
-    frame: &[BufIdx],
-    nexts: &mut [u16],
-    first: Option<usize>,
-    big: bool,
-    look4: impl Fn([u32; 4]) -> [Option<u32>; 4],
-) {
-    let (arena, now, scratch) = begin_frame(cx, frame);
-    let addrs = &scratch.addrs;
-    let mut sent = Sent::default();
-    // A group's keys, whether each packet has one, and their lookups. The last group's
-    // entries past its packets are stale: looked up, never used.
-    let mut keys = [0u64; GROUP];
-    let mut has = [false; GROUP];
-    let mut ids = [None; GROUP];
-    for (c, (fc, nc)) in frame.chunks(GROUP).zip(nexts.chunks_mut(GROUP)).enumerate() {
-        let at = c * GROUP;
-        for (j, ((k, h), &bi)) in keys.iter_mut().zip(&mut has).zip(fc).enumerate() {
-            // Held at the frame's length, whose resolved entry repeats the last packet's.
-            addrs.prefetch((at + j + AHEAD).min(frame.len()), true);
-            // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs`
-            // ([`begin_frame`]; `at + j` is below the frame's length); this view ends
-            // before any other is made.
-            let b = unsafe { arena.buffer_at(addrs, at + j, bi) };
-            let g = G::key_guess_buf(&b);
-            *h = g.is_some();
-            *k = g.unwrap_or(0);
-        }
-        for (o, k) in ids
-            .chunks_exact_mut(4)
-            .zip(keys.chunks_exact(4))
-            .take(fc.len().div_ceil(4))
-        {
-            o.copy_from_slice(&look4([k[0], k[1], k[2], k[3]].map(|x| x as u32)));
-        }
-        if big {
-            if let Some(t) = first.and_then(|t| ts.tables.get(t)) {
-                for &id in &ids[..fc.len()] {
-                    t.prefetch_rec(id);
-                }
-            }
-        }
-        for (j, ((nx, &bi), (&k, (&h, &id)))) in nc
-            .iter_mut()
-            .zip(fc)
-            .zip(keys.iter().zip(has.iter().zip(&ids)))
-            .enumerate()
-        {
-            // SAFETY: as above; one view at a time.
-            let mut b = unsafe { arena.buffer_at(addrs, at + j, bi) };
-            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            let pre = h.then_some((k, id));
-            let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, pre);
-            parse_count(cx, pe);
-            *nx = sent.next(cx, &mut b, o);
-        }
-    }
-    end_frame(cx, scratch, sent);
-}
-
-/// How far ahead [`grouped`]'s first pass prefetches buffers.
-const AHEAD: usize = 4;
-const _: () = assert!(AHEAD < SCRATCH_AHEAD);
 
 /// The staged loop's order ([`frame_staged`]): `guess($s, j)` for packets `0..STAGE`
 /// first (into a ring of `STAGE` slots, each starting as `$none`), then for each packet
