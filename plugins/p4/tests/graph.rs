@@ -81,6 +81,25 @@ fn error_drops(vm: &Vlib) -> u64 {
         .sum()
 }
 
+/// Every way `p4 load` runs the router: single on the generated node, on the vector
+/// executor (`no-gen`) and per packet (`no-vector`), multi and auto.
+const MODES: [&str; 5] = [
+    "single",
+    "single no-gen",
+    "single no-vector",
+    "multi",
+    "auto",
+];
+
+/// The count `show errors` gives the counter described as `what`, summed over its nodes.
+fn errors_counted(vm: &mut Vlib, t: &CommandTree<Vlib>, what: &str) -> u64 {
+    let errs = cli(vm, t, "show errors");
+    errs.lines()
+        .filter(|l| l.contains(what))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// Sends `frames` into pg0 and returns what pg1 sent and how many packets were dropped.
 fn run(vm: &mut Vlib, t: &CommandTree<Vlib>, frames: &[Vec<u8>], tag: &str) -> (Vec<Vec<u8>>, u64) {
     // Tests of this file run in parallel in one process: each run gets its own directory.
@@ -283,14 +302,7 @@ fn router_matches_native_fixed_cases() {
         (0x1401_0203, 64, true, 0, false),   // truncated
         (0x1401_0203, 64, false, 18, true),  // not IPv4
     ];
-    // single: the generated node; no-gen: the vector executor; no-vector: per packet.
-    for mode in [
-        "single",
-        "single no-gen",
-        "single no-vector",
-        "multi",
-        "auto",
-    ] {
+    for mode in MODES {
         assert_eq!(compare(&routes, &pkts, mode), (3, 4), "{mode}");
     }
 }
@@ -554,17 +566,67 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         let (out, drops) = run(&mut vm, &t, &frames, "reject");
         assert!(out.is_empty(), "{mode}");
         assert_eq!(drops, 4, "{mode}");
-        let errs = cli(&mut vm, &t, "show errors");
-        let rejects: u64 = errs
-            .lines()
-            .filter(|l| l.contains("P4 parser rejected"))
-            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
-            .sum();
-        assert_eq!(rejects, 3, "{mode}: {errs}");
+        assert_eq!(
+            errors_counted(&mut vm, &t, "P4 parser rejected"),
+            3,
+            "{mode}"
+        );
         vm.stop_workers();
         assert_eq!(vm.pool.stats().in_use, 0);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 18's bad input: a packet shorter than what the parser extracts takes v1model's
+/// `PacketTooShort` path (the parser error set, the packet into ingress, which drops it:
+/// its IPv4 header is not valid) and is counted (`parser_too_short`) in every mode, never
+/// a panic; a whole frame beside it is forwarded.
+#[test]
+fn packet_too_short_is_counted_in_every_mode() {
+    let mut whole = vec![0u8; 60];
+    whole[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    whole[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    whole[12..14].copy_from_slice(&[8, 0]);
+    let h = &mut whole[14..34];
+    h.copy_from_slice(&[
+        0x45, 0, 0, 46, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 16, 20, 1, 2, 3,
+    ]);
+    let c = sluice_wire::checksum::internet_checksum(h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    // The Ethernet header and 10 bytes of the 20-byte IPv4 header the parser extracts.
+    let short = whole[..24].to_vec();
+    let frames = vec![short.clone(), whole, short.clone(), short];
+    for mode in MODES {
+        let (mut vm, t) = build();
+        cli(&mut vm, &t, "set interface ip address pg1 10.0.1.1/24");
+        let pg1 = sluice_vnet::interface::resolve(&vm, "pg1").unwrap();
+        cli(
+            &mut vm,
+            &t,
+            &format!("p4 load {ROUTER} name r mode {mode} on pg0"),
+        );
+        cli(
+            &mut vm,
+            &t,
+            &format!("p4 table add r ipv4_lpm set_nhop key 20.0.0.0/8 param 10.0.1.2 {pg1}"),
+        );
+        cli(
+            &mut vm,
+            &t,
+            "p4 table add r forward set_dmac key 10.0.1.2 param 02:00:00:00:01:02",
+        );
+        cli(
+            &mut vm,
+            &t,
+            &format!("p4 table add r send_frame rewrite_mac key {pg1} param 02:fe:00:00:00:02"),
+        );
+        let (out, drops) = run(&mut vm, &t, &frames, "short");
+        assert_eq!((out.len(), drops), (1, 3), "{mode}");
+        let short = errors_counted(&mut vm, &t, "P4 parser error PacketTooShort");
+        assert_eq!(short, 3, "{mode}");
+        vm.stop_workers();
+        assert_eq!(vm.pool.stats().in_use, 0);
+    }
 }
 
 #[test]
