@@ -222,6 +222,38 @@ fn positions_are_exact() {
     );
 }
 
+/// `mark_to_drop` takes the block's standard_metadata and nothing else; anything else is a
+/// type error at the argument (issue 18 audit: `mark_to_drop(hdr)` used to compile).
+#[test]
+fn mark_to_drop_takes_only_standard_metadata() {
+    const CALL: &str = "mark_to_drop(standard_metadata);";
+    let line = router().lines().position(|l| l.contains(CALL)).unwrap() + 1;
+    let col = router().lines().nth(line - 1).unwrap().find(CALL).unwrap() + 1;
+    for to in [
+        "mark_to_drop(hdr);",
+        "mark_to_drop(meta);",
+        "mark_to_drop(hdr.ipv4);",
+        "mark_to_drop(standard_metadata.egress_spec);",
+        "mark_to_drop();",
+        "mark_to_drop(standard_metadata, hdr);",
+    ] {
+        assert_eq!(
+            err(CALL, to),
+            format!("type error: mark_to_drop takes standard_metadata at r.p4:{line}:{col}"),
+            "{to}"
+        );
+    }
+    // The parameter may have any name.
+    let s = router()
+        .replace(
+            "inout standard_metadata_t standard_metadata",
+            "inout standard_metadata_t sm",
+        )
+        .replace("standard_metadata.", "sm.")
+        .replace(CALL, "mark_to_drop(sm);");
+    sluice_p4::compile(&s, "r.p4", Opts::default()).unwrap();
+}
+
 #[test]
 fn parser_loops_are_bounded() {
     // A state that loops on itself: compiled (bounded), and a packet that keeps matching
