@@ -8,9 +8,14 @@ use sluice_graph::{CpuConfig, Vlib};
 use sluice_vnet::Interfaces;
 
 fn build() -> (Vlib, CommandTree<Vlib>) {
+    build_with_workers(0)
+}
+
+/// [`build`] with `workers` (unpinned) worker threads.
+fn build_with_workers(workers: usize) -> (Vlib, CommandTree<Vlib>) {
     let cpu = CpuConfig {
         main_core: None,
-        workers: Vec::new(),
+        workers: vec![None; workers],
     };
     let pool = sluice_buffer::PoolConfig {
         buffers: 4096,
@@ -406,6 +411,88 @@ fn auto_splits_at_a_large_second_table() {
     let w: Vec<&str> = l.split_whitespace().collect();
     let (split, single): (u64, u64) = (w[1].parse().unwrap(), w[4].parse().unwrap());
     assert!(split > 0 && single == 0, "{show}");
+}
+
+/// Two workers each run the L2 switch on their own pcap stream (`worker N`); the direct
+/// counter of `smac` is per thread and `p4 table show` sums the threads: the station each
+/// worker's frames come from shows that worker's count, the station both send from shows
+/// the sum, the default entry the unknown stations.
+#[test]
+fn direct_counters_are_summed_over_two_workers() {
+    let l2 = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/l2switch.p4");
+    let (mut vm, t) = build_with_workers(2);
+    assert_eq!(vm.n_threads(), 3);
+    let pg1 = sluice_vnet::interface::resolve(&vm, "pg1").unwrap();
+    cli(&mut vm, &t, &format!("p4 load {l2} name sw on pg0"));
+    cli(
+        &mut vm,
+        &t,
+        &format!("p4 table add sw dmac forward key 02:00:00:00:00:99 param {pg1}"),
+    );
+    for s in [
+        "02:00:00:00:00:01",
+        "02:00:00:00:00:02",
+        "02:00:00:00:00:03",
+    ] {
+        cli(
+            &mut vm,
+            &t,
+            &format!("p4 table add sw smac NoAction key {s}"),
+        );
+    }
+    let frame = |src: u8| -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 0x99, 2, 0, 0, 0, 0, src, 0x88, 0xb5];
+        f.extend([0u8; 46]);
+        f
+    };
+    // Worker 0: 70 from station 1, 30 from station 3, 5 unknown; worker 1: 50 from
+    // station 2, 40 from station 3, 3 unknown.
+    let per_worker: [Vec<Vec<u8>>; 2] = [
+        [(1, 70), (3, 30), (7, 5)]
+            .iter()
+            .flat_map(|&(s, n)| std::iter::repeat_n(frame(s), n))
+            .collect(),
+        [(2, 50), (3, 40), (8, 3)]
+            .iter()
+            .flat_map(|&(s, n)| std::iter::repeat_n(frame(s), n))
+            .collect(),
+    ];
+    let dir = std::env::temp_dir().join(format!("sluice-p4-test-{}-workers", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (w, frames) in per_worker.iter().enumerate() {
+        let f = dir.join(format!("w{w}.pcap"));
+        write_pcap(&f, frames);
+        cli(
+            &mut vm,
+            &t,
+            &format!(
+                "packet-generator new pcap {} source pg0 name s{w} limit {} worker {w} node ethernet-input",
+                f.display(),
+                frames.len()
+            ),
+        );
+    }
+    cli(&mut vm, &t, "packet-generator enable");
+    let t0 = std::time::Instant::now();
+    let show = loop {
+        vm.run_main_once();
+        let show = cli(&mut vm, &t, "p4 table show sw smac");
+        let default = "default -> NoAction() misses 8 packets 480 bytes";
+        if show.contains(default) || t0.elapsed().as_secs() >= 20 {
+            break show;
+        }
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    for want in [
+        "key 0x20000000001 -> NoAction() packets 70 bytes 4200",
+        "key 0x20000000002 -> NoAction() packets 50 bytes 3000",
+        "key 0x20000000003 -> NoAction() packets 70 bytes 4200",
+        "default -> NoAction() misses 8 packets 480 bytes",
+    ] {
+        assert!(show.contains(want), "{want}:\n{show}");
+    }
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0);
 }
 
 /// The single node runs in stages (`node::frame_staged`: each packet's first-table key
