@@ -30,7 +30,7 @@ struct Opts {
     routes: usize,
     /// Next hops the P4 router's routes spread over (`forward` entries, each with its own
     /// destination MAC), for `--only` P4 cases: 1 to [`NEXTHOPS_MAX`] (`forward`'s size,
-    /// below `node::SPLIT_ENTRIES`: auto mode never splits the router for them). 1: all
+    /// below `node::SPLIT_ENTRIES`; auto mode never splits, `node::split_pays`). 1: all
     /// routes to 10.0.1.2, as natively.
     nexthops: usize,
 }
@@ -320,7 +320,8 @@ fn p4(o: &Opts, rs: &[(u32, u8)], dir: &std::path::Path, load: &str) -> (Res, f6
 /// `dmac`, frames from random stations to it (for the staging threshold of an exact first
 /// table, `node::SPLIT_ENTRIES`). With `l2switch dmac [options]` the other way round: one
 /// station in `smac`, `n` destinations in `dmac` and frames to random ones (a large later
-/// table, where mode auto splits: `node::split_pays`).
+/// table, where mode auto split until session 17 and measured 2.1x single; it no longer
+/// splits: `node::split_pays`).
 fn l2switch(o: &Opts, n: usize, dir: &std::path::Path, load: &str) -> Res {
     let (big_dmac, load) = match load.trim_start().strip_prefix("dmac") {
         Some(rest) => (true, rest),

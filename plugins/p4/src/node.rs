@@ -32,10 +32,9 @@
 //! generated module's phases when the program has one whose phases match the segments
 //! (each segment takes its frame's keys first, then looks them up together), else the
 //! closure executor. Auto: both exist (its single path runs what single mode would, the
-//! generated module included); per frame, a cost model ([`split_pays`]) runs the split only
-//! when a segment's table is large enough for its lookups to miss the cache, one node
-//! otherwise. Auto never splits a program whose segments would run on the closure
-//! executor (no generated module with these segments): use multi for that.
+//! generated module included); per frame, a cost model ([`split_pays`]) chooses, and it
+//! runs every frame in one node: no split was measured faster than single (session 17).
+//! Use multi for a split.
 //!
 //! Tables and counters are per thread (in each node instance); the control plane keeps a
 //! master copy and replays every change on every thread (`vm.foreach_thread`).
@@ -120,7 +119,7 @@ impl Side {
     /// nodes, `nbuf` buffers in the pool: one packet state per buffer for whichever
     /// executor runs the segments ([`seg_gen`]); empty when no frame can run split: in
     /// single mode, and in auto mode unless generated code runs two or more segments
-    /// ([`split_pays`] never splits otherwise).
+    /// (only then could [`split_pays`] split; it currently never does).
     pub fn new(
         mode: Mode,
         gen: Option<&crate::generated::GenEntry>,
@@ -191,8 +190,10 @@ pub struct Auto {
     pub staged: u64,
 }
 
-/// Auto mode's cost model: a table with at least this many entries is taken to miss the
-/// cache on lookups (its lines spread beyond a 256 KiB L2: 4096 x 64 bytes).
+/// The table size from which the single node stages its first table's lookups
+/// ([`stage_pays`]): an exact or ternary first table of at least this many entries is
+/// guessed and looked up a few packets ahead. (Auto mode no longer uses it to split,
+/// [`split_pays`].)
 pub const SPLIT_ENTRIES: usize = 4096;
 
 /// Action records in use (`TableRt::recs_in_use`) from which a table's records are taken
@@ -202,24 +203,19 @@ pub const SPLIT_ENTRIES: usize = 4096;
 /// 100k routes over a few next hops keeps its few records in cache.
 pub const PREFETCH_RECORDS: usize = 4096;
 
-/// Whether auto mode splits the program's next frame: when the segments run generated code
-/// and a later segment's table is large ([`SPLIT_ENTRIES`]), whose segment node then looks
-/// the frame's keys up together so the misses overlap. The first table's lookups the single
-/// node batches itself ([`frame_staged`]), and measured faster than the split (no state
-/// handoff, no second node); otherwise the split only adds a node dispatch and the state
-/// handoff, and one node runs the frame. A program without generated segments is never
-/// split (its side table is not even allocated in auto mode, [`Side::new`]); nor one whose
-/// parser or verify control touches a register or meter ([`Loaded::parse_pure`]): the
-/// first segment parses the whole frame before any packet's ingress runs.
-pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
-    l.parse_pure
-        && seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
-            g.pre.iter().skip(1).flatten().any(|&t| {
-                ts.tables
-                    .get(t as usize)
-                    .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
-            })
-        })
+/// Whether auto mode splits the program's next frame: never. Every case measured ran
+/// slower split than in one node (docs/p4.md, session 17): the l2 switch with a `dmac` of
+/// 4,096 entries took 329.9 instructions and 16.0 D1 misses per packet split against 154.5
+/// and 4.3 in one node (callgrind cache-sim), because the split writes each packet's state
+/// to the side table, reads it back and walks every buffer twice, while the table's index
+/// (12 bytes a slot) stays in L2; the router at 1 and 100k routes runs single too (the
+/// single node batches its first table itself, [`frame_staged`]). A split could pay only
+/// when a later table's index no longer fits the last-level cache; a rule for that must
+/// count the index's bytes against the LL size, be measured at that size (cache-sim and a
+/// quiet clock) showing auto <= single, and come with a test. Mode multi still splits
+/// every frame on request.
+pub fn split_pays(_l: &Loaded, _ts: &ThreadState) -> bool {
+    false
 }
 
 /// Whether the single node runs generated code `g` in stages ([`frame_staged`]): when
