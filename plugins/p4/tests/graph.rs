@@ -420,8 +420,9 @@ fn auto_does_not_split_a_large_second_table() {
     assert!(split == 0 && single > 0, "{show}");
 }
 
-/// Two workers each run the L2 switch on their own pcap stream (`worker N`); the direct
-/// counter of `smac` is per thread and `p4 table show` sums the threads: the station each
+/// Two workers each run the L2 switch on their own pcap stream (`worker N`), each stream
+/// on its own thread (the P4 node's per-thread packet counts); the direct counter of
+/// `smac` is per thread and `p4 table show` sums the threads: the station each
 /// worker's frames come from shows that worker's count, the station both send from shows
 /// the sum, the default entry the unknown stations.
 #[test]
@@ -499,6 +500,18 @@ fn direct_counters_are_summed_over_two_workers() {
         assert!(show.contains(want), "{want}:\n{show}");
     }
     vm.stop_workers();
+    // Each stream ran on its own worker thread (thread 1 + N for `worker N`), none on main:
+    // one thread running both would give the same sums above.
+    let p4 = vm.registry.find("p4-sw").expect("p4-sw node");
+    let per_thread: Vec<u64> = vm
+        .registry
+        .node(p4)
+        .stats
+        .per_thread
+        .iter()
+        .map(|s| s.vectors.get())
+        .collect();
+    assert_eq!(per_thread, [0, 105, 93], "p4-sw packets per thread");
     assert_eq!(vm.pool.stats().in_use, 0);
 }
 
