@@ -28,6 +28,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "plugins" / "p4" / "examples"
 ROUTER = str(EXAMPLES / "router.p4")
 FIREWALL = str(EXAMPLES / "firewall.p4")
 L2SWITCH = str(EXAMPLES / "l2switch.p4")
+TUNNEL = str(EXAMPLES / "tunnel.p4")
 
 ANY = 0xFFFFFFFF
 
@@ -68,6 +69,8 @@ def with_checksum(ip: bytearray) -> bytes:
 class P4Differential(SluiceTestCase):
     """pg0 -> pg1: the native path; pg2 -> pg3: the P4 program."""
 
+    VIA = ()  # interfaces the native path sends through on its way to pg1 (a tunnel)
+
     def setup_test(self):
         self.pg0, self.pg1 = self.create_pg_interfaces(range(2), up=True, ip4=True,
                                                         resolve=True)
@@ -99,7 +102,7 @@ class P4Differential(SluiceTestCase):
         out = [raw(p) for p in dst.stop_capture()]
         after = self.get_interface_counters()
         for name in after:
-            if name != dst.name:
+            if name != dst.name and name not in self.VIA:
                 moved = after[name].get("tx packets", 0) - before.get(name, {}).get(
                     "tx packets", 0)
                 assert moved == 0, f"{name} sent {moved} packet(s)"
@@ -288,6 +291,127 @@ class TestP4Firewall(P4Differential):
         assert (len(po), pd) == (1, 0)
         a.p4_unload(name="fw")
 
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    def test_acl_matches_native_random(self, seed):
+        """Random rules (deny/permit; source and destination prefixes, any/TCP/UDP, port
+        ranges) and random TCP/UDP/ICMP packets, most aimed at a rule, from a fixed seed.
+        The ACL's first match is the program's highest priority; the ACL's implicit deny is
+        replaced by a last permit-all (the program's default is allow)."""
+        rnd = random.Random(seed)
+        a = self.api
+        IpRoute(self, "20.0.0.0/8", via=self.pg1.remote_ip4).add_config()
+        a.p4_load(file=FIREWALL, name="fw", sw_if_indexes=[self.pg2_index])
+        a.p4_table_entry_add_del(is_add=True, program="fw", table="fib",
+                                 matches=[lpm(ip4("20.0.0.0"), 8)], action="route",
+                                 params=[self.pg3_index, mac(self.pg1.remote_mac),
+                                         mac(self.pg1.local_mac)])
+
+        def prefix(base, lo):
+            n = rnd.choice([0, rnd.randint(lo, 32)])
+            v = (base | rnd.getrandbits(32 - lo)) & ((0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF)
+            return v, n
+
+        rules, text = [], []
+        for i in range(16):
+            (sv, sn), (dv, dn) = prefix(0xAC100000, 16), prefix(0x14000000, 8)
+            proto = rnd.choice([None, 6, 17])
+            lo, hi = 0, 0xFFFF
+            if proto is not None and rnd.random() < 0.7:
+                lo = rnd.randint(0, 1100)
+                hi = rnd.randint(lo, lo + rnd.choice([0, 10, 1000]))
+            act = rnd.choice(["deny", "permit"])
+            rules.append((sv, sn, dv, dn, proto, lo, hi))
+            r = (f"{act} src {ipaddress.IPv4Address(sv)}/{sn} "
+                 f"dst {ipaddress.IPv4Address(dv)}/{dn}")
+            if proto is not None:
+                r += f" proto {proto} dport {lo}-{hi}"
+            text.append(r)
+            m = lambda n: (0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF if n else 0  # noqa: E731
+            a.p4_table_entry_add_del(
+                is_add=True, program="fw", table="acl", priority=1000 - i,
+                action="deny" if act == "deny" else "allow", params=[i + 1],
+                matches=[ternary(sv, m(sn)), ternary(dv, m(dn)),
+                         ternary(proto, 0xFF) if proto is not None else ternary(),
+                         rng(lo, hi)])
+        text.append("permit src 0.0.0.0/0 dst 0.0.0.0/0")
+        out = self.vpp.cli(f"set acl-plugin acl {', '.join(text)}")
+        index = int(out.split("ACL index:")[1].split()[0])
+        self.vpp.cli(f"set acl-plugin interface pg0 input acl {index}")
+
+        def inside(v, n):
+            return v | (rnd.getrandbits(32 - n) if n < 32 else 0) if n else None
+
+        cases = []
+        for _ in range(80):
+            sv, sn, dv, dn, proto, lo, hi = rnd.choice(rules)
+            src = inside(sv, sn) if rnd.random() < 0.8 else None
+            dst = inside(dv, dn) if rnd.random() < 0.8 else None
+            src = src if src is not None else 0xAC100000 | rnd.getrandbits(16)
+            if dst is None:
+                dst = (0x14000000 | rnd.getrandbits(24)) if rnd.random() < 0.9 else 0x28000001
+            p = proto if proto is not None and rnd.random() < 0.8 else rnd.choice([1, 6, 17])
+            port = rnd.randint(lo, hi) if rnd.random() < 0.8 else rnd.randint(0, 65535)
+            l4 = {1: ICMP(type=8), 6: TCP(sport=rnd.randint(1, 65535), dport=port),
+                  17: UDP(sport=rnd.randint(1, 65535), dport=port)}[p]
+            cases.append(IP(src=str(ipaddress.IPv4Address(src)),
+                            dst=str(ipaddress.IPv4Address(dst)), ttl=rnd.randint(2, 255))
+                         / l4 / Raw(bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 64)))))
+        fwd, drops = self.compare(cases)
+        assert fwd > 0 and drops > 0, (fwd, drops)
+        a.p4_unload(name="fw")
+
+
+class TestP4Tunnel(P4Differential):
+    """The tunnel program's encap against Sluice's native IPIP tunnel (`create ipip tunnel`,
+    routes via ipip0): the same IPv4 traffic comes out of pg1 / pg3 byte-identical, outer
+    header included (TTL 64, identification 0, DF clear, TOS 0; the inner TTL decremented)."""
+
+    VIA = ("ipip0",)
+
+    @pytest.mark.parametrize("seed", [1, 2])
+    def test_encap_matches_native_ipip(self, seed):
+        rnd = random.Random(seed)
+        a = self.api
+        peer = self.pg1.remote_ip4
+        assert self.vpp.cli(f"create ipip tunnel src 10.0.0.1 dst {peer}").strip() == "ipip0"
+        self.vpp.cli("set interface state ipip0 up")
+        a.p4_load(file=TUNNEL, name="tun", sw_if_indexes=[self.pg2_index])
+        prefixes = {(0x14000000, 8)}
+        while len(prefixes) < 5:
+            n = rnd.randint(12, 28)
+            v = 0x30000000 | rnd.getrandbits(28)  # 48.0.0.0/4
+            prefixes.add((v & ((0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF), n))
+        for v, n in sorted(prefixes):
+            self.vpp.cli(f"ip route add {ipaddress.IPv4Address(v)}/{n} via ipip0")
+            a.p4_table_entry_add_del(is_add=True, program="tun", table="tunnel_encap",
+                                     matches=[lpm(v, n)], action="encap",
+                                     params=[ip4("10.0.0.1"), ip4(peer), self.pg3_index,
+                                             mac(self.pg1.remote_mac),
+                                             mac(self.pg1.local_mac)])
+        keys = sorted(prefixes)
+        cases = []
+        for _ in range(40):
+            v, n = rnd.choice(keys)
+            dst = v | (rnd.getrandbits(32 - n) if n < 32 else 0)
+            if rnd.random() < 0.15:
+                dst = 0x28000000 | rnd.getrandbits(16)  # 40.0/16: no route, both drop
+            l4 = rnd.choice([UDP(sport=rnd.randint(1, 65535), dport=53), TCP(dport=80),
+                             ICMP(type=8)])
+            cases.append(IP(src=self.pg0.remote_ip4, dst=str(ipaddress.IPv4Address(dst)),
+                            ttl=rnd.randint(2, 255), tos=rnd.randint(0, 255),
+                            id=rnd.randint(0, 65535), flags=rnd.choice([0, 2]))
+                         / l4 / Raw(bytes(rnd.getrandbits(8)
+                                          for _ in range(rnd.randint(0, 1400)))))
+        cases += self.malformed("20.1.2.3")[:3]
+        fwd, drops = self.compare(cases)
+        assert fwd > 0 and drops >= 3, (fwd, drops)
+        # Really encapsulated: outer IPv4 to the peer carrying protocol 4.
+        one = [IP(src=self.pg0.remote_ip4, dst="20.1.2.3") / UDP(sport=1, dport=2)]
+        (out,), _ = self.run_path(self.pg2, self.pg3, self.frames(self.pg2.local_mac, one))
+        assert out[14 + 9] == 4 and out[14 + 16:14 + 20] == ip4(peer).to_bytes(4, "big")
+        a.p4_unload(name="tun")
+        self.assert_no_leaks()
+
 
 class TestP4L2Switch(P4Differential):
     """The L2 switch program against a native bridge domain with static L2 FIB entries and
@@ -337,6 +461,45 @@ class TestP4L2Switch(P4Differential):
         assert po == no, "outputs differ"
         assert no == frames[:4]
         assert (pd, nd) == (3, 3), (pd, nd)
+        a.p4_unload(name="sw")
+        self.assert_no_leaks()
+
+    @pytest.mark.parametrize("mode", ["single", "multi", "auto"])
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    def test_l2switch_matches_native_bridge_random(self, seed, mode):
+        """Random stations behind either port and random unicast frames (known, unknown and
+        back-to-the-input destinations; EtherTypes; sizes; a few runts), from a fixed seed,
+        in each mode."""
+        rnd = random.Random(seed)
+        a = self.api
+        a.p4_load(file=L2SWITCH, name="sw", mode=mode,
+                  sw_if_indexes=[self.vpp.sw_if_index("pg2")])
+        macs = set()
+        while len(macs) < 40:
+            macs.add("02:" + ":".join(f"{rnd.getrandbits(8):02x}" for _ in range(5)))
+        macs = sorted(macs)
+        stations = {m: rnd.choice([("pg1", "pg3")] * 3 + [("pg0", "pg2")]) for m in macs[:30]}
+        for m, (native, p4) in stations.items():
+            self.vpp.cli(f"l2fib add {m} {self.BD} {native} static")
+            a.p4_table_entry_add_del(is_add=True, program="sw", table="dmac",
+                                     matches=[exact(mac(m))], action="forward",
+                                     params=[self.vpp.sw_if_index(p4)])
+        frames = []
+        for _ in range(80):
+            dst = rnd.choice(macs)  # a quarter of them unknown
+            src = rnd.choice(macs)
+            et = rnd.choice([0x0800, 0x0806, 0x86DD, 0x88B5, 0x8100])
+            frames.append(raw(Ether(src=src, dst=dst, type=et)
+                              / Raw(bytes(rnd.getrandbits(8)
+                                          for _ in range(rnd.randint(46, 1400))))))
+        frames += [frames[rnd.randrange(len(frames))][:rnd.randint(1, 13)] for _ in range(4)]
+        rnd.shuffle(frames)
+        no, nd = self.run_path(self.pg0, self.pg1, frames)
+        po, pd = self.run_path(self.pg2, self.pg3, frames)
+        assert len(no) + nd == len(frames), (len(no), nd, len(frames))
+        assert po == no, "outputs differ"
+        assert pd == nd, f"drops differ: p4 {pd}, native {nd}"
+        assert len(no) > 0 and nd >= 4, (len(no), nd)
         a.p4_unload(name="sw")
         self.assert_no_leaks()
 

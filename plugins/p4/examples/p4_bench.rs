@@ -30,7 +30,7 @@ struct Opts {
     routes: usize,
     /// Next hops the P4 router's routes spread over (`forward` entries, each with its own
     /// destination MAC), for `--only` P4 cases: 1 to [`NEXTHOPS_MAX`] (`forward`'s size,
-    /// below `node::SPLIT_ENTRIES`: auto mode never splits the router for them). 1: all
+    /// below `node::SPLIT_ENTRIES`; auto mode never splits, `node::split_pays`). 1: all
     /// routes to 10.0.1.2, as natively.
     nexthops: usize,
 }
@@ -318,8 +318,15 @@ fn p4(o: &Opts, rs: &[(u32, u8)], dir: &std::path::Path, load: &str) -> (Res, f6
 
 /// The L2 switch with `n` stations in `smac` (its exact first table) and one destination in
 /// `dmac`, frames from random stations to it (for the staging threshold of an exact first
-/// table, `node::SPLIT_ENTRIES`).
+/// table, `node::SPLIT_ENTRIES`). With `l2switch dmac [options]` the other way round: one
+/// station in `smac`, `n` destinations in `dmac` and frames to random ones (a large later
+/// table, where mode auto split until session 17 and measured 2.1x single; it no longer
+/// splits: `node::split_pays`).
 fn l2switch(o: &Opts, n: usize, dir: &std::path::Path, load: &str) -> Res {
+    let (big_dmac, load) = match load.trim_start().strip_prefix("dmac") {
+        Some(rest) => (true, rest),
+        None => (false, load),
+    };
     let (mut vm, t) = build();
     let pg1 = sluice_vnet::interface::resolve(&vm, "pg1").unwrap();
     cli(
@@ -337,25 +344,32 @@ fn l2switch(o: &Opts, n: usize, dir: &std::path::Path, load: &str) -> Res {
         let v: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
         v.join(":")
     };
-    for i in 0..n {
+    let one = [0x02, 0xfe, 0, 0, 0, 0x01];
+    let (smacs, dmacs) = if big_dmac { (1, n) } else { (n, 1) };
+    for i in 0..smacs {
+        let m = if big_dmac { one } else { station(i) };
         cli(
             &mut vm,
             &t,
-            &format!("p4 table add r smac NoAction key {}", hex(station(i))),
+            &format!("p4 table add r smac NoAction key {}", hex(m)),
         );
     }
-    let dst = [0x02, 0xfe, 0, 0, 0, 0x01];
-    cli(
-        &mut vm,
-        &t,
-        &format!("p4 table add r dmac forward key {} param {pg1}", hex(dst)),
-    );
+    for i in 0..dmacs {
+        let m = if big_dmac { station(i) } else { one };
+        cli(
+            &mut vm,
+            &t,
+            &format!("p4 table add r dmac forward key {} param {pg1}", hex(m)),
+        );
+    }
     let mut r = Rng(0x5eed);
     let fs: Vec<Vec<u8>> = (0..4096)
         .map(|_| {
             let mut f = vec![0u8; 60];
+            let s = station((r.next() % n as u64) as usize);
+            let (src, dst) = if big_dmac { (one, s) } else { (s, one) };
             f[0..6].copy_from_slice(&dst);
-            f[6..12].copy_from_slice(&station((r.next() % n as u64) as usize));
+            f[6..12].copy_from_slice(&src);
             f[12..14].copy_from_slice(&[0x88, 0xb5]);
             f
         })

@@ -65,7 +65,7 @@ control TunIngress(inout headers hdr, inout metadata meta, inout standard_metada
         hdr.outer.diffserv = 0;
         hdr.outer.totalLen = hdr.inner.totalLen + 20;
         hdr.outer.identification = 0;
-        hdr.outer.flags = 2;
+        hdr.outer.flags = 0;  // DF clear, as Sluice's native IPIP encap (test_p4.py)
         hdr.outer.fragOffset = 0;
         hdr.outer.ttl = 64;
         hdr.outer.protocol = 4;

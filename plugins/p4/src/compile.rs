@@ -2236,7 +2236,10 @@ impl Compiler {
             }
             ExprKind::Name(f) => match f.as_str() {
                 "mark_to_drop" => {
-                    if args.len() > 1 {
+                    // v1model's `mark_to_drop(inout standard_metadata_t)`: exactly the
+                    // block's standard_metadata parameter, nothing else.
+                    let is_std = |a: &Expr| matches!(&a.kind, ExprKind::Name(n) if sc.roots.get(n) == Some(&Root::Std));
+                    if args.len() != 1 || !is_std(&args[0]) {
                         return Err(CompileError::ty(
                             pos,
                             "mark_to_drop takes standard_metadata",

@@ -23,10 +23,8 @@
 //! least [`SPLIT_ENTRIES`] entries, the node runs in stages ([`frame_staged`],
 //! [`stage_pays`]): a few packets ahead of the one it runs, it guesses the first table's
 //! key from the packet's bytes and looks it up, and each packet's pipeline uses the guess
-//! when it was right (a DIR-24-8 of at least [`SPLIT_ENTRIES`] routes: in two passes over
-//! each group of [`GROUP`] packets, the group's guesses looked up four at a time before
-//! any packet runs; a DIR-24-8 of fewer: only the guess's first-level entry prefetched,
-//! [`prefetched`]); `show p4 program` counts those frames on its `staged:` line.
+//! when it was right (a DIR-24-8, of any size: only the guess's first-level entry
+//! prefetched, [`prefetched`]); `show p4 program` counts those frames on its `staged:` line.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
@@ -34,10 +32,9 @@
 //! generated module's phases when the program has one whose phases match the segments
 //! (each segment takes its frame's keys first, then looks them up together), else the
 //! closure executor. Auto: both exist (its single path runs what single mode would, the
-//! generated module included); per frame, a cost model ([`split_pays`]) runs the split only
-//! when a segment's table is large enough for its lookups to miss the cache, one node
-//! otherwise. Auto never splits a program whose segments would run on the closure
-//! executor (no generated module with these segments): use multi for that.
+//! generated module included); per frame, a cost model ([`split_pays`]) chooses, and it
+//! runs every frame in one node: no split was measured faster than single (session 17).
+//! Use multi for a split.
 //!
 //! Tables and counters are per thread (in each node instance); the control plane keeps a
 //! master copy and replays every change on every thread (`vm.foreach_thread`).
@@ -122,7 +119,7 @@ impl Side {
     /// nodes, `nbuf` buffers in the pool: one packet state per buffer for whichever
     /// executor runs the segments ([`seg_gen`]); empty when no frame can run split: in
     /// single mode, and in auto mode unless generated code runs two or more segments
-    /// ([`split_pays`] never splits otherwise).
+    /// (only then could [`split_pays`] split; it currently never does).
     pub fn new(
         mode: Mode,
         gen: Option<&crate::generated::GenEntry>,
@@ -193,8 +190,10 @@ pub struct Auto {
     pub staged: u64,
 }
 
-/// Auto mode's cost model: a table with at least this many entries is taken to miss the
-/// cache on lookups (its lines spread beyond a 256 KiB L2: 4096 x 64 bytes).
+/// The table size from which the single node stages its first table's lookups
+/// ([`stage_pays`]): an exact or ternary first table of at least this many entries is
+/// guessed and looked up a few packets ahead. (Auto mode no longer uses it to split,
+/// [`split_pays`].)
 pub const SPLIT_ENTRIES: usize = 4096;
 
 /// Action records in use (`TableRt::recs_in_use`) from which a table's records are taken
@@ -204,24 +203,19 @@ pub const SPLIT_ENTRIES: usize = 4096;
 /// 100k routes over a few next hops keeps its few records in cache.
 pub const PREFETCH_RECORDS: usize = 4096;
 
-/// Whether auto mode splits the program's next frame: when the segments run generated code
-/// and a later segment's table is large ([`SPLIT_ENTRIES`]), whose segment node then looks
-/// the frame's keys up together so the misses overlap. The first table's lookups the single
-/// node batches itself ([`frame_staged`]), and measured faster than the split (no state
-/// handoff, no second node); otherwise the split only adds a node dispatch and the state
-/// handoff, and one node runs the frame. A program without generated segments is never
-/// split (its side table is not even allocated in auto mode, [`Side::new`]); nor one whose
-/// parser or verify control touches a register or meter ([`Loaded::parse_pure`]): the
-/// first segment parses the whole frame before any packet's ingress runs.
-pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
-    l.parse_pure
-        && seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
-            g.pre.iter().skip(1).flatten().any(|&t| {
-                ts.tables
-                    .get(t as usize)
-                    .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
-            })
-        })
+/// Whether auto mode splits the program's next frame: never. Every case measured ran
+/// slower split than in one node (docs/p4.md, session 17): the l2 switch with a `dmac` of
+/// 4,096 entries took 329.9 instructions and 16.0 D1 misses per packet split against 154.5
+/// and 4.3 in one node (callgrind cache-sim), because the split writes each packet's state
+/// to the side table, reads it back and walks every buffer twice, while the table's index
+/// (12 bytes a slot) stays in L2; the router at 1 and 100k routes runs single too (the
+/// single node batches its first table itself, [`frame_staged`]). A split could pay only
+/// when a later table's index no longer fits the last-level cache; a rule for that must
+/// count the index's bytes against the LL size, be measured at that size (cache-sim and a
+/// quiet clock) showing auto <= single, and come with a test. Mode multi still splits
+/// every frame on request.
+pub fn split_pays(_l: &Loaded, _ts: &ThreadState) -> bool {
+    false
 }
 
 /// Whether the single node runs generated code `g` in stages ([`frame_staged`]): when
@@ -586,7 +580,7 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
 }
 
 /// The set-up of the generated code's loops over a frame ([`frame_generated`],
-/// [`prefetched`], [`pipelined`], [`grouped`]; [`end_frame`] is the tear-down): the arena,
+/// [`prefetched`], [`pipelined`]; [`end_frame`] is the tear-down): the arena,
 /// the time (ns) and the thread's scratch holding the frame's buffer addresses, resolved
 /// once (a compare when `ethernet-input` handed this frame on whole: it resolved it there)
 /// and checked there. Two functions rather than one taking the loop as a closure: the loop
@@ -654,15 +648,10 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 }
 
 /// How many packets ahead of the one it runs the staged single node ([`frame_staged`])
-/// guesses the first table's key and looks it up (for a DIR-24-8 of few routes only
-/// prefetches its first-level entry, [`prefetched`]): the lookup's loads have that many
+/// guesses the first table's key and looks it up (for a DIR-24-8 only prefetches its
+/// first-level entry, [`prefetched`]): the lookup's loads have that many
 /// packets' work to complete in.
 pub const STAGE: usize = 4;
-
-/// Packets per group of [`grouped`]'s two passes (a multiple of 4: the lookups go four
-/// at a time).
-pub const GROUP: usize = 32;
-const _: () = assert!(GROUP % 4 == 0);
 
 // The staged loop prefetches `STAGE + 2` packets ahead through the frame's resolved
 // addresses, which hold `SCRATCH_AHEAD` entries past its end.
@@ -671,8 +660,7 @@ const _: () = assert!(STAGE + 2 < SCRATCH_AHEAD);
 /// Single mode on a program's generated code, in stages, in one pass over the frame: at
 /// packet `i`, the first ingress table's key of packet `i + STAGE` is guessed from its
 /// bytes (`Generated::key_guess_buf`: the key's header fields where the parser puts them)
-/// and looked up (a DIR-24-8 of few routes: its first-level entry only prefetched,
-/// [`prefetched`]), so the lookup's cache misses overlap the packets in between; packet
+/// and looked up (a DIR-24-8: its first-level entry only prefetched, [`prefetched`]), so the lookup's cache misses overlap the packets in between; packet
 /// `i` then runs its whole pipeline on its own guess (`packet_pre_buf`; after a prefetch,
 /// the plain `packet_buf`, whose own lookup finds the entry in cache), which it uses when
 /// the key it computes where the table is applied is the guessed one (a packet the guess
@@ -693,20 +681,15 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     // table whose entries share a few records keeps them in cache). Records in use, not
     // `recs.len()`, which only grows (freed records stay until reused).
     let big = table.is_some_and(|t| t.recs_in_use() >= PREFETCH_RECORDS);
-    // A DIR-24-8 looked up directly (its shared read side, so the lookup borrows nothing
-    // the packets change), any other index through the table.
-    // A DIR-24-8 of many routes misses its first level too, and a lookup `STAGE` packets
-    // ahead is a chain of dependent misses: such a table is looked up a group of
-    // `GROUP` packets at a time, four lookups interleaved ([`grouped`]); with few routes
-    // the one pass only prefetches the first-level entry ahead ([`prefetched`]: 209.1
-    // instructions a packet in the router's node at 1 route, against 215.2 looking it up
-    // ahead and carrying the result to the packet).
-    match table
-        .and_then(|t| t.lpm32())
-        .map(|l| (l.len() >= SPLIT_ENTRIES, l.table().clone()))
-    {
-        Some((false, l)) => prefetched::<G>(cx, ts, sh, frame, nexts, l.entry_prefetch()),
-        Some((true, l)) => grouped::<G>(cx, ts, sh, frame, nexts, first, big, |k| l.lookup_x4(k)),
+    // A DIR-24-8, of any size, is not looked up ahead: the one pass only prefetches the
+    // first-level entry of the key guessed `STAGE` packets ahead ([`prefetched`]: the
+    // router's node 209.1 instructions a packet at 1 route, against 215.2 looking it up
+    // ahead and carrying the result to the packet; 209.1 at 100k routes against 223.0
+    // in two passes over groups of 32 packets, the group's lookups four at a time, with
+    // as many cache misses by callgrind's simulation). Any other index is looked up
+    // ahead, through the table.
+    match table.and_then(|t| t.lpm32()).map(|l| l.table().clone()) {
+        Some(l) => prefetched::<G>(cx, ts, sh, frame, nexts, l.entry_prefetch()),
         None => pipelined::<G>(cx, ts, sh, frame, nexts, first, big, |ts, k| {
             first
                 .and_then(|t| ts.tables.get(t))
@@ -715,17 +698,15 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     }
 }
 
-// A DIR-24-8 of fewer than `SPLIT_ENTRIES` routes has fewer records in use than
-// `PREFETCH_RECORDS` (entries share records, never the reverse): [`prefetched`], which
-// runs it, has no record to prefetch.
-const _: () = assert!(SPLIT_ENTRIES <= PREFETCH_RECORDS);
-
-/// [`frame_staged`] on a DIR-24-8 first table of few routes (`pf`: its first level), in one
+/// [`frame_staged`] on a DIR-24-8 first table (`pf`: its first level), in one
 /// pass: at packet `i`, the first-level entry of packet `i + STAGE`'s guessed key is
 /// prefetched (as `ip4-input` does for `ip4-lookup`), and packet `i` runs its whole
 /// pipeline (`packet_buf`), whose lookup where the table is applied finds that entry in
 /// cache. Nothing is looked up ahead, so there is no ring of guesses to carry and no guess
 /// to compare with the key the packet computes (a wrong guess only wastes its prefetch).
+/// Nor is the hit's action record prefetched: routes share records (100k routes to one
+/// next hop read one), and a table of many records (direct counters: one per entry)
+/// reads its record where the table is applied.
 #[inline(never)]
 fn prefetched<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
@@ -809,81 +790,6 @@ fn pipelined<G: crate::gen::rt::Generated>(
     });
     end_frame(cx, scratch, sent);
 }
-
-/// [`frame_staged`] on a DIR-24-8 first table of many routes (`look4`, four lookups at
-/// once), in two passes over each group of [`GROUP`] packets: every packet's key guessed
-/// from its bytes, then the group's lookups four at a time (their first-level misses
-/// overlap, and all of them are issued before any is used) and, for a `big` table, a
-/// prefetch of each hit's record; then each packet's pipeline on its guess, its buffer
-/// still in cache from the first pass.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn grouped<G: crate::gen::rt::Generated>(
-    cx: &mut Cx,
-    ts: &mut ThreadState,
-    sh: &Shared,
-    frame: &[BufIdx],
-    nexts: &mut [u16],
-    first: Option<usize>,
-    big: bool,
-    look4: impl Fn([u32; 4]) -> [Option<u32>; 4],
-) {
-    let (arena, now, scratch) = begin_frame(cx, frame);
-    let addrs = &scratch.addrs;
-    let mut sent = Sent::default();
-    // A group's keys, whether each packet has one, and their lookups. The last group's
-    // entries past its packets are stale: looked up, never used.
-    let mut keys = [0u64; GROUP];
-    let mut has = [false; GROUP];
-    let mut ids = [None; GROUP];
-    for (c, (fc, nc)) in frame.chunks(GROUP).zip(nexts.chunks_mut(GROUP)).enumerate() {
-        let at = c * GROUP;
-        for (j, ((k, h), &bi)) in keys.iter_mut().zip(&mut has).zip(fc).enumerate() {
-            // Held at the frame's length, whose resolved entry repeats the last packet's.
-            addrs.prefetch((at + j + AHEAD).min(frame.len()), true);
-            // SAFETY: exclusive ownership of the frame's indices, resolved into `addrs`
-            // ([`begin_frame`]; `at + j` is below the frame's length); this view ends
-            // before any other is made.
-            let b = unsafe { arena.buffer_at(addrs, at + j, bi) };
-            let g = G::key_guess_buf(&b);
-            *h = g.is_some();
-            *k = g.unwrap_or(0);
-        }
-        for (o, k) in ids
-            .chunks_exact_mut(4)
-            .zip(keys.chunks_exact(4))
-            .take(fc.len().div_ceil(4))
-        {
-            o.copy_from_slice(&look4([k[0], k[1], k[2], k[3]].map(|x| x as u32)));
-        }
-        if big {
-            if let Some(t) = first.and_then(|t| ts.tables.get(t)) {
-                for &id in &ids[..fc.len()] {
-                    t.prefetch_rec(id);
-                }
-            }
-        }
-        for (j, ((nx, &bi), (&k, (&h, &id)))) in nc
-            .iter_mut()
-            .zip(fc)
-            .zip(keys.iter().zip(has.iter().zip(&ids)))
-            .enumerate()
-        {
-            // SAFETY: as above; one view at a time.
-            let mut b = unsafe { arena.buffer_at(addrs, at + j, bi) };
-            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            let pre = h.then_some((k, id));
-            let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, pre);
-            parse_count(cx, pe);
-            *nx = sent.next(cx, &mut b, o);
-        }
-    }
-    end_frame(cx, scratch, sent);
-}
-
-/// How far ahead [`grouped`]'s first pass prefetches buffers.
-const AHEAD: usize = 4;
-const _: () = assert!(AHEAD < SCRATCH_AHEAD);
 
 /// The staged loop's order ([`frame_staged`]): `guess($s, j)` for packets `0..STAGE`
 /// first (into a ring of `STAGE` slots, each starting as `$none`), then for each packet

@@ -47,6 +47,25 @@ fn add(
         .unwrap();
 }
 
+/// A rule of the firewall's `acl` (source, protocol and destination port; any destination
+/// address).
+fn acl(
+    p: &Program,
+    ts: &mut ThreadState,
+    action: &str,
+    (src, proto, ports): ((u64, u64), (u64, u64), (u64, u64)),
+    params: Vec<u64>,
+    prio: u32,
+) {
+    let m = vec![
+        Match::Ternary(src.0, src.1),
+        Match::Ternary(0, 0),
+        Match::Ternary(proto.0, proto.1),
+        Match::Range(ports.0, ports.1),
+    ];
+    add(p, ts, "acl", action, m, params, prio);
+}
+
 fn ip4(ttl: u8, src: [u8; 4], dst: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
     let mut f = vec![0x02, 0xfe, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 0x10, 0x08, 0x00];
     let mut h = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, ttl, proto, 0, 0];
@@ -215,45 +234,27 @@ fn firewall_priorities_counters_registers_meters() {
         );
         // Deny UDP to ports 1000-2000 from 10/8 (priority 10); allow 10.0.0.16 to anything
         // (priority 20); police TCP (class 3).
-        add(
+        acl(
             &p,
             &mut ts,
-            "acl",
             "deny",
-            vec![
-                Match::Ternary(0x0a00_0000, 0xff00_0000),
-                Match::Ternary(0, 0),
-                Match::Ternary(17, 0xff),
-                Match::Range(1000, 2000),
-            ],
+            ((0x0a00_0000, 0xff00_0000), (17, 0xff), (1000, 2000)),
             vec![7],
             10,
         );
-        add(
+        acl(
             &p,
             &mut ts,
-            "acl",
             "allow",
-            vec![
-                Match::Ternary(0x0a00_0010, 0xffff_ffff),
-                Match::Ternary(0, 0),
-                Match::Ternary(0, 0),
-                Match::Range(0, 65535),
-            ],
+            ((0x0a00_0010, 0xffff_ffff), (0, 0), (0, 65535)),
             vec![8],
             20,
         );
-        add(
+        acl(
             &p,
             &mut ts,
-            "acl",
             "police",
-            vec![
-                Match::Ternary(0, 0),
-                Match::Ternary(0, 0),
-                Match::Ternary(6, 0xff),
-                Match::Range(0, 65535),
-            ],
+            ((0, 0), (6, 0xff), (0, 65535)),
             vec![9, 3],
             5,
         );
@@ -420,4 +421,93 @@ fn parse_verify_stateless_sees_registers_and_meters() {
             .unwrap_or_else(|e| panic!("{verify}: {e}"));
         assert!(!p.parse_verify_stateless(), "{verify}");
     }
+}
+
+/// Issue 18's data-plane state with several workers, on the firewall: two threads, each
+/// with its own tables and counters (as each worker's node instance), share one `Shared`
+/// (the registers and meters, one copy for every worker). Every TCP packet is policed by
+/// meter class 3 (100-packet committed and 300-packet peak bursts, a rate that adds no
+/// token during the test): the two threads together get exactly 100 green, 200 yellow and
+/// the rest red (dropped), however their packets interleave; each thread's indexed counter
+/// counts its own packets (the control plane sums the threads' copies); the denied UDP
+/// packets of both threads write the register, which holds one thread's source, never a
+/// mixture.
+#[test]
+fn firewall_state_is_correct_with_two_workers() {
+    let p = sluice_p4::compile(&src("firewall.p4"), "firewall.p4", Opts::default()).unwrap();
+    let sh = Shared::new(&p);
+    sh.meters[0][3].set(&sluice_p4::exec::MeterConf {
+        cir: 1e-6,
+        cburst: 100,
+        pir: 1e-6,
+        pburst: 300,
+    });
+    let rule_hits = p
+        .counters
+        .iter()
+        .position(|c| c.name == "rule_hits")
+        .unwrap();
+    let last_denied = p
+        .registers
+        .iter()
+        .position(|r| r.name == "last_denied")
+        .unwrap();
+    const N: usize = 1000;
+    let tcp = ip4(64, [10, 9, 9, 9], [20, 1, 2, 3], 6, &[0; 20]);
+    let runs: Vec<(usize, usize, u64, u64)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2u8)
+            .map(|w| {
+                let (p, sh, tcp) = (&p, &sh, &tcp);
+                s.spawn(move || {
+                    let mut ts = ThreadState::new(p).unwrap();
+                    add(
+                        p,
+                        &mut ts,
+                        "fib",
+                        "route",
+                        vec![Match::Lpm(0, 0)],
+                        vec![2, 2, 3],
+                        0,
+                    );
+                    acl(
+                        p,
+                        &mut ts,
+                        "police",
+                        ((0, 0), (6, 0xff), (0, 65535)),
+                        vec![9, 3],
+                        5,
+                    );
+                    acl(
+                        p,
+                        &mut ts,
+                        "deny",
+                        ((0, 0), (17, 0xff), (0, 65535)),
+                        vec![7],
+                        10,
+                    );
+                    let udp = ip4(64, [10, 0, 0, 100 + w], [20, 1, 2, 3], 17, &[0; 8]);
+                    let (mut fwd, mut drop) = (0, 0);
+                    for _ in 0..N {
+                        match simulate(p, &mut ts, sh, tcp, 1) {
+                            Outcome::Out(2, _) => fwd += 1,
+                            Outcome::Drop => drop += 1,
+                            o => panic!("{o:?}"),
+                        }
+                        assert_eq!(simulate(p, &mut ts, sh, &udp, 1), Outcome::Drop);
+                    }
+                    let c = &ts.counters[rule_hits];
+                    (fwd, drop, c[9][0], c[7][0])
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let fwd: usize = runs.iter().map(|r| r.0).sum();
+    let drop: usize = runs.iter().map(|r| r.1).sum();
+    assert_eq!((fwd, drop), (300, 2 * N - 300), "{runs:?}");
+    for r in &runs {
+        assert_eq!((r.2, r.3), (N as u64, N as u64), "{runs:?}");
+    }
+    let reg = sh.registers[last_denied][0].load(std::sync::atomic::Ordering::Relaxed);
+    assert!([0x0a00_0064, 0x0a00_0065].contains(&reg), "{reg:#x}");
 }
