@@ -99,6 +99,52 @@ fn input_fast_path_resumes_after_a_packet_it_does_not_take() {
     t.assert_no_leaks();
 }
 
+/// With an `ip4-unicast` feature on one interface, `ip4-input`'s fast path takes the
+/// packets of the frame's first packet's interface to that interface's arc (its feature, or
+/// `ip4-lookup`); packets of the other interface take theirs through `process_one`: every
+/// packet reaches its own interface's next once, in order, the padded ones trimmed.
+#[test]
+fn input_with_features_sends_each_packet_to_its_interface_arc() {
+    let (mut t, l0) = setup("ip4-input");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.1.0.1/24
+         set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast",
+    );
+    let l1 = t.sw_if("loop1");
+    t.capture("ip4-source-check-via-rx");
+    let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
+    let mut padded = good(3);
+    padded.extend_from_slice(&[0; 6]);
+    // Frames starting on the featured interface, then on the other one, then all one.
+    let frames: [&[(Vec<u8>, u32)]; 3] = [
+        &[
+            (good(1), l0),
+            (good(2), l1),
+            (padded.clone(), l0),
+            (good(4), l1),
+            (good(5), l0),
+        ],
+        &[(good(6), l1), (good(7), l0), (good(8), l1)],
+        &[(good(9), l0), (padded, l0)],
+    ];
+    for f in frames {
+        let bufs: Vec<_> = f
+            .iter()
+            .map(|(p, sw)| t.packet(p, |h| h.rx_if = *sw))
+            .collect();
+        t.inject(&bufs);
+    }
+    let data = |name: &str| -> Vec<Vec<u8>> { t.arc(name).into_iter().map(|p| p.data).collect() };
+    assert_eq!(
+        data("ip4-source-check-via-rx"),
+        [good(1), good(3), good(5), good(7), good(9), good(3)]
+    );
+    assert_eq!(data("ip4-lookup"), [good(2), good(4), good(6), good(8)]);
+    t.assert_no_leaks();
+}
+
 /// A frame where many packets leave the fast path (every other one an options header
 /// here) switches to the per-packet loop part way (`SLOW_SWITCH_MIN`, `SLOW_SWITCH_SHARE`):
 /// every packet still forwarded once, in order, the padded ones trimmed, with the last
