@@ -145,6 +145,126 @@ fn input_with_features_sends_each_packet_to_its_interface_arc() {
     t.assert_no_leaks();
 }
 
+/// With an `ip4-unicast` feature on loop0, the packets `fast_one` does not take are dropped
+/// with their counted reasons on both interfaces (the fast path's, the frame's first
+/// packet's, and the other one), a well-formed options header goes to its interface's arc;
+/// once the feature is disabled, the next frame all goes to `ip4-lookup` (the arc is read
+/// again each frame).
+#[test]
+fn input_with_features_drops_bad_packets_then_follows_a_disabled_feature() {
+    let (mut t, l0) = setup("ip4-input");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.1.0.1/24
+         set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast",
+    );
+    let l1 = t.sw_if("loop1");
+    t.capture("ip4-source-check-via-rx");
+    let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
+    let csum = |last: u8| {
+        let mut p = good(last);
+        p[10] ^= 1;
+        p
+    };
+    let long = |last: u8| {
+        let mut p = good(last);
+        p[2..4].copy_from_slice(&200u16.to_be_bytes());
+        refill(&mut p);
+        p
+    };
+    let with_opts = |last: u8, o: [u8; 4]| {
+        let mut p = good(last);
+        p[0] = 0x46;
+        p.splice(20..20, o);
+        let tl = p.len() as u16;
+        p[2..4].copy_from_slice(&tl.to_be_bytes());
+        refill(&mut p);
+        p
+    };
+    let bad_opts = |last: u8| with_opts(last, [7, 0, 4, 0]);
+    let opts = |last: u8| with_opts(last, [1, 1, 1, 0]);
+    let mut padded = good(3);
+    padded.extend_from_slice(&[0; 6]);
+    // A frame starting on the featured interface (the fast path's), then one starting on
+    // the other: on each, every bad kind on both interfaces, between good packets.
+    let frames: [&[(Vec<u8>, u32)]; 2] = [
+        &[
+            (good(1), l0),
+            (csum(20), l0),
+            (bad_opts(21), l0),
+            (long(22), l0),
+            (opts(2), l0),
+            (csum(23), l1),
+            (bad_opts(24), l1),
+            (long(25), l1),
+            (good(4), l1),
+            (padded.clone(), l0),
+        ],
+        &[
+            (csum(26), l1),
+            (opts(5), l1),
+            (long(27), l0),
+            (good(6), l0),
+            (bad_opts(28), l0),
+            (good(7), l1),
+            (csum(29), l0),
+            (bad_opts(30), l1),
+            (long(31), l1),
+        ],
+    ];
+    let inject = |t: &mut NodeTest, f: &[(Vec<u8>, u32)]| {
+        let bufs: Vec<_> = f
+            .iter()
+            .map(|(p, sw)| t.packet(p, |h| h.rx_if = *sw))
+            .collect();
+        t.inject(&bufs);
+    };
+    for f in frames {
+        inject(&mut t, f);
+    }
+    let data = |t: &NodeTest, name: &str| -> Vec<Vec<u8>> {
+        t.arc(name).into_iter().map(|p| p.data).collect()
+    };
+    assert_eq!(
+        data(&t, "ip4-source-check-via-rx"),
+        [good(1), opts(2), good(3), good(6)]
+    );
+    assert_eq!(data(&t, "ip4-lookup"), [good(4), opts(5), good(7)]);
+    assert_eq!(
+        data(&t, "error-drop"),
+        [
+            csum(20),
+            bad_opts(21),
+            long(22),
+            csum(23),
+            bad_opts(24),
+            long(25),
+            csum(26),
+            long(27),
+            bad_opts(28),
+            csum(29),
+            bad_opts(30),
+            long(31),
+        ]
+    );
+    t.assert_counters(&[("bad_checksum", 4), ("bad_options", 4), ("bad_length", 4)]);
+    t.assert_no_leaks();
+    // The feature disabled: the next frame (its first packet on loop0) all to ip4-lookup.
+    t.cli("set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast disable");
+    inject(
+        &mut t,
+        &[(good(8), l0), (good(9), l1), (padded, l0), (opts(10), l0)],
+    );
+    assert_eq!(data(&t, "ip4-source-check-via-rx").len(), 4);
+    assert_eq!(
+        data(&t, "ip4-lookup")[3..],
+        [good(8), good(9), good(3), opts(10)]
+    );
+    t.assert_counters(&[("bad_checksum", 4), ("bad_options", 4), ("bad_length", 4)]);
+    t.assert_no_leaks();
+}
+
 /// A frame where many packets leave the fast path (every other one an options header
 /// here) switches to the per-packet loop part way (`SLOW_SWITCH_MIN`, `SLOW_SWITCH_SHARE`):
 /// every packet still forwarded once, in order, the padded ones trimmed, with the last
