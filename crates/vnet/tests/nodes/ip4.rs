@@ -11,6 +11,35 @@ fn refill(p: &mut [u8]) {
     ip.fill_checksum();
 }
 
+/// `ip4-input` with `ip4-source-check-via-rx` on loop0's `ip4-unicast` arc and a second
+/// interface, loop1, without features; the feature's node captured. Returns loop0, loop1.
+fn setup_feature_on_loop0() -> (NodeTest, u32, u32) {
+    let (mut t, l0) = setup("ip4-input");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.1.0.1/24
+         set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast",
+    );
+    let l1 = t.sw_if("loop1");
+    t.capture("ip4-source-check-via-rx");
+    (t, l0, l1)
+}
+
+/// One frame of packets, each with its rx interface.
+fn inject_on(t: &mut NodeTest, frame: &[(Vec<u8>, u32)]) {
+    let bufs: Vec<_> = frame
+        .iter()
+        .map(|(p, sw)| t.packet(p, |h| h.rx_if = *sw))
+        .collect();
+    t.inject(&bufs);
+}
+
+/// The packets captured on arc `name`, in order.
+fn arc_data(t: &NodeTest, name: &str) -> Vec<Vec<u8>> {
+    t.arc(name).into_iter().map(|p| p.data).collect()
+}
+
 #[test]
 fn input_validates_headers_and_trims_padding() {
     let (mut t, sw) = setup("ip4-input");
@@ -105,15 +134,7 @@ fn input_fast_path_resumes_after_a_packet_it_does_not_take() {
 /// packet reaches its own interface's next once, in order, the padded ones trimmed.
 #[test]
 fn input_with_features_sends_each_packet_to_its_interface_arc() {
-    let (mut t, l0) = setup("ip4-input");
-    t.cli(
-        "create loopback interface
-         set interface state loop1 up
-         set interface ip address loop1 10.1.0.1/24
-         set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast",
-    );
-    let l1 = t.sw_if("loop1");
-    t.capture("ip4-source-check-via-rx");
+    let (mut t, l0, l1) = setup_feature_on_loop0();
     let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
     let mut padded = good(3);
     padded.extend_from_slice(&[0; 6]);
@@ -130,18 +151,16 @@ fn input_with_features_sends_each_packet_to_its_interface_arc() {
         &[(good(9), l0), (padded, l0)],
     ];
     for f in frames {
-        let bufs: Vec<_> = f
-            .iter()
-            .map(|(p, sw)| t.packet(p, |h| h.rx_if = *sw))
-            .collect();
-        t.inject(&bufs);
+        inject_on(&mut t, f);
     }
-    let data = |name: &str| -> Vec<Vec<u8>> { t.arc(name).into_iter().map(|p| p.data).collect() };
     assert_eq!(
-        data("ip4-source-check-via-rx"),
+        arc_data(&t, "ip4-source-check-via-rx"),
         [good(1), good(3), good(5), good(7), good(9), good(3)]
     );
-    assert_eq!(data("ip4-lookup"), [good(2), good(4), good(6), good(8)]);
+    assert_eq!(
+        arc_data(&t, "ip4-lookup"),
+        [good(2), good(4), good(6), good(8)]
+    );
     t.assert_no_leaks();
 }
 
@@ -152,15 +171,7 @@ fn input_with_features_sends_each_packet_to_its_interface_arc() {
 /// again each frame).
 #[test]
 fn input_with_features_drops_bad_packets_then_follows_a_disabled_feature() {
-    let (mut t, l0) = setup("ip4-input");
-    t.cli(
-        "create loopback interface
-         set interface state loop1 up
-         set interface ip address loop1 10.1.0.1/24
-         set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast",
-    );
-    let l1 = t.sw_if("loop1");
-    t.capture("ip4-source-check-via-rx");
+    let (mut t, l0, l1) = setup_feature_on_loop0();
     let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
     let csum = |last: u8| {
         let mut p = good(last);
@@ -213,26 +224,16 @@ fn input_with_features_drops_bad_packets_then_follows_a_disabled_feature() {
             (long(31), l1),
         ],
     ];
-    let inject = |t: &mut NodeTest, f: &[(Vec<u8>, u32)]| {
-        let bufs: Vec<_> = f
-            .iter()
-            .map(|(p, sw)| t.packet(p, |h| h.rx_if = *sw))
-            .collect();
-        t.inject(&bufs);
-    };
     for f in frames {
-        inject(&mut t, f);
+        inject_on(&mut t, f);
     }
-    let data = |t: &NodeTest, name: &str| -> Vec<Vec<u8>> {
-        t.arc(name).into_iter().map(|p| p.data).collect()
-    };
     assert_eq!(
-        data(&t, "ip4-source-check-via-rx"),
+        arc_data(&t, "ip4-source-check-via-rx"),
         [good(1), opts(2), good(3), good(6)]
     );
-    assert_eq!(data(&t, "ip4-lookup"), [good(4), opts(5), good(7)]);
+    assert_eq!(arc_data(&t, "ip4-lookup"), [good(4), opts(5), good(7)]);
     assert_eq!(
-        data(&t, "error-drop"),
+        arc_data(&t, "error-drop"),
         [
             csum(20),
             bad_opts(21),
@@ -252,13 +253,13 @@ fn input_with_features_drops_bad_packets_then_follows_a_disabled_feature() {
     t.assert_no_leaks();
     // The feature disabled: the next frame (its first packet on loop0) all to ip4-lookup.
     t.cli("set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast disable");
-    inject(
+    inject_on(
         &mut t,
         &[(good(8), l0), (good(9), l1), (padded, l0), (opts(10), l0)],
     );
-    assert_eq!(data(&t, "ip4-source-check-via-rx").len(), 4);
+    assert_eq!(arc_data(&t, "ip4-source-check-via-rx").len(), 4);
     assert_eq!(
-        data(&t, "ip4-lookup")[3..],
+        arc_data(&t, "ip4-lookup")[3..],
         [good(8), good(9), good(3), opts(10)]
     );
     t.assert_counters(&[("bad_checksum", 4), ("bad_options", 4), ("bad_length", 4)]);
