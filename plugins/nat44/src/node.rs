@@ -763,25 +763,29 @@ impl NodeFn for NatNode {
             let b = unsafe { arena.buffer_at(addrs, i, bi) };
             let mut c = NO_CAND;
             if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                let (fib, owner, ours) = if *out {
-                    let ours = cfg.is_external(t.dst);
+                // The flow key first: the ownership test below takes the tuple back from
+                // it only when another thread may own the flow (a tuple passed by
+                // reference from here was kept on the stack for every packet). The key is
+                // built for every parsed packet, also those another thread owns (handed
+                // off) and out2in ones to a non-external address (passed through): a few
+                // instructions spent on those paths, for the saving on the candidates'.
+                let fib = if *out { 0 } else { b.hdr.ip.fib_index };
+                let k = Key::new(side, &t, fib);
+                let (owner, ours) = if *out {
+                    let t = k.tuple();
                     (
-                        0,
                         local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
-                        ours,
+                        cfg.is_external(t.dst),
                     )
                 } else {
-                    let fib = b.hdr.ip.fib_index;
                     (
-                        fib,
-                        local || cfg.threads[cfg.slot_in2out(&t, fib)] == me,
+                        local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
                         true,
                     )
                 };
                 if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
                     // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
                     // panics rather than losing the packet's candidacy silently).
-                    let k = Key::new(side, &t, fib);
                     let d = w.table.key_digest(k);
                     // A table larger than the caches: its bucket prefetched, so that pass
                     // 2's probe finds it in cache (the rest of the frame's parse overlaps
@@ -856,33 +860,50 @@ impl NodeFn for NatNode {
             // session is read only for its first packet of a second, a TCP SYN/FIN/RST or
             // a key that is not the flow's.
             let flags = flags_of(c.kind);
-            let (rw, deltas) = match pc.table.hit_hot(c.k, v, now, len, flags) {
-                Some(r) => r,
+            let l4 = c.l4 as usize;
+            // A traced packet's record (`rw`: its new tuple).
+            let trace = |cx: &mut Cx, b: &Buffer<'_>, rw: Tuple| {
+                if b.hdr.is_traced() {
+                    cx.trace(
+                        b,
+                        NatTrace {
+                            out: v & 1 == 1,
+                            session: Some((v >> 1) as u32),
+                            from: c.k.tuple(),
+                            to: rw,
+                            handoff: None,
+                        },
+                    );
+                }
+            };
+            // Each hit is translated in its own branch: the hot record's rewrite goes from
+            // its loads to the packet in registers (a merge of the two hits' results before
+            // one translation spilled it to the stack and back, docs/nat.md).
+            match pc.table.hit_hot(c.k, v, now, len, flags) {
+                Some((rw, deltas)) => {
+                    packet::translate_lazy(b.data_mut(), l4, c.kind, || c.k.tuple(), rw, deltas);
+                    trace(cx, &b, rw);
+                }
                 None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
-                    Hit::Live { rw, deltas, .. } => (rw, deltas),
+                    Hit::Live { rw, deltas, .. } => {
+                        packet::translate_out_of_line(
+                            b.data_mut(),
+                            l4,
+                            c.kind,
+                            c.k.tuple(),
+                            rw,
+                            deltas,
+                        );
+                        trace(cx, &b, rw);
+                    }
                     Hit::Expired => {
                         vals[k] = EXPIRED;
                         continue;
                     }
                     Hit::Miss => continue,
                 },
-            };
-            b.hdr.handoff_thread = 0;
-            let k = c.k;
-            let l4 = c.l4 as usize;
-            packet::translate_lazy(b.data_mut(), l4, c.kind, || k.tuple(), rw, deltas);
-            if b.hdr.is_traced() {
-                cx.trace(
-                    &b,
-                    NatTrace {
-                        out: v & 1 == 1,
-                        session: Some((v >> 1) as u32),
-                        from: k.tuple(),
-                        to: rw,
-                        handoff: None,
-                    },
-                );
             }
+            b.hdr.handoff_thread = 0;
             let nx = arc.next(features, b.hdr.rx_if, NatNext::Lookup.next());
             debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
             nexts[pos] = nx.0;

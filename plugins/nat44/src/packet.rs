@@ -427,6 +427,20 @@ pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple, dl: 
     translate_lazy(d, l4, kind, || old, new, dl)
 }
 
+/// [`translate`] as a call (the lookup pass's rarer hit, through the session: its copy of
+/// the rewrite is not inlined beside the common one's).
+#[inline(never)]
+pub fn translate_out_of_line(
+    d: &mut [u8],
+    l4: usize,
+    kind: L4,
+    old: Tuple,
+    new: Tuple,
+    dl: Deltas,
+) {
+    translate(d, l4, kind, old, new, dl)
+}
+
 /// [`translate`] with the old tuple made only when it is needed (ICMP echo; TCP and UDP
 /// add the deltas alone).
 #[inline(always)]

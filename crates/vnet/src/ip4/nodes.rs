@@ -71,7 +71,8 @@ pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 /// into the fast path's martian test; the exact test (a source lookup) runs only for a
 /// source sharing its low 16 bits with one of the router's addresses. The fast path also
 /// prefetches table 0's first-level FIB entry of the destination, for `ip4-lookup` a frame
-/// later (docs/benchmarking.md, round 2's twelfth step). The node has its own frame loop:
+/// later (docs/benchmarking.md, round 2's twelfth step). The node has its own frame loop
+/// (with `ip4-unicast` features too, whose first node is then the fast path's next):
 /// the fast path (a 20-byte header, plausible source, correct checksum, total length within
 /// the buffer) runs in a loop that keeps its state in registers and writes no next arc, so a
 /// frame of such packets goes to `ip4-lookup` whole; any other packet goes through
@@ -84,7 +85,7 @@ pub struct Ip4Input {
     slow: Ip4InputSlow,
 }
 
-/// `ip4-input`'s packets off the fast path (and all of them with `ip4-unicast` features).
+/// `ip4-input`'s packets off the fast path.
 struct Ip4InputSlow {
     shared: Arc<Ip4Shared>,
     own: Arc<SourceFilter>,
@@ -281,7 +282,10 @@ fn fast_one(own: &SourceFilter, fib: Ip4EntryPrefetch, b: &mut Buffer<'_>) -> bo
 /// The frame loop ([`crate::ip_family::fast_frame`], shared with `ip6-input` and the
 /// rewrite nodes): the fast path ([`fast_one`]) in a loop of its own that writes no next, a
 /// frame whose packets all take it sent to `ip4-lookup` whole; any other packet through
-/// `Ip4InputSlow::process_one` (every packet with `ip4-unicast` features on any interface).
+/// `Ip4InputSlow::process_one`. With `ip4-unicast` features on some interface, the fast path
+/// takes the packets of the frame's first packet's rx interface and sends them to that
+/// interface's first feature (read once a frame), whole when the frame is all theirs; a
+/// packet of another interface goes through `process_one`, which reads its interface's.
 impl NodeFn for Ip4Input {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         self.slow.begin_frame(cx);
@@ -290,12 +294,31 @@ impl NodeFn for Ip4Input {
         // one closure for both of `fast_run`'s calls, one copy of it.
         let own = &*self.own;
         let fib = self.fib_entries;
+        if features_any {
+            if let Some(&b0) = frame.first() {
+                // The feature arc's path: the fast path too, for the packets of the frame's
+                // first packet's rx interface, whose arc (read once here) is the fast
+                // path's one next; a packet of another interface leaves the fast path for
+                // `process_one`, which reads its own. A frame from one interface goes to its
+                // first feature whole, as a frame without features goes to `ip4-lookup`.
+                // SAFETY: this node owns every buffer of `frame` (the dispatcher's contract)
+                // and no view of them is alive; the header reference ends with this line.
+                let rx0 = unsafe { cx.arena().header(b0) }.rx_if;
+                let slow = &mut self.slow;
+                let first = slow
+                    .arc
+                    .next(&slow.shared.features, rx0, InputNext::Lookup.next());
+                let fast = move |b: &mut Buffer<'_>| b.hdr.rx_if == rx0 && fast_one(own, fib, b);
+                fast_frame(cx, frame, slow, false, first, fast);
+                return;
+            }
+        }
         let fast = move |b: &mut Buffer<'_>| fast_one(own, fib, b);
         fast_frame(
             cx,
             frame,
             &mut self.slow,
-            features_any,
+            false,
             InputNext::Lookup.next(),
             fast,
         );

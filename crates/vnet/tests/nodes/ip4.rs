@@ -11,6 +11,35 @@ fn refill(p: &mut [u8]) {
     ip.fill_checksum();
 }
 
+/// `ip4-input` with `ip4-source-check-via-rx` on loop0's `ip4-unicast` arc and a second
+/// interface, loop1, without features; the feature's node captured. Returns loop0, loop1.
+fn setup_feature_on_loop0() -> (NodeTest, u32, u32) {
+    let (mut t, l0) = setup("ip4-input");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.1.0.1/24
+         set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast",
+    );
+    let l1 = t.sw_if("loop1");
+    t.capture("ip4-source-check-via-rx");
+    (t, l0, l1)
+}
+
+/// One frame of packets, each with its rx interface.
+fn inject_on(t: &mut NodeTest, frame: &[(Vec<u8>, u32)]) {
+    let bufs: Vec<_> = frame
+        .iter()
+        .map(|(p, sw)| t.packet(p, |h| h.rx_if = *sw))
+        .collect();
+    t.inject(&bufs);
+}
+
+/// The packets captured on arc `name`, in order.
+fn arc_data(t: &NodeTest, name: &str) -> Vec<Vec<u8>> {
+    t.arc(name).into_iter().map(|p| p.data).collect()
+}
+
 #[test]
 fn input_validates_headers_and_trims_padding() {
     let (mut t, sw) = setup("ip4-input");
@@ -96,6 +125,144 @@ fn input_fast_path_resumes_after_a_packet_it_does_not_take() {
     t.run_with(&[good(9), good(10)], |h| h.rx_if = sw);
     let fwd: Vec<Vec<u8>> = t.arc("ip4-lookup").into_iter().map(|p| p.data).collect();
     assert_eq!(fwd[7..], [good(9), good(10)]);
+    t.assert_no_leaks();
+}
+
+/// With an `ip4-unicast` feature on one interface, `ip4-input`'s fast path takes the
+/// packets of the frame's first packet's interface to that interface's arc (its feature, or
+/// `ip4-lookup`); packets of the other interface take theirs through `process_one`: every
+/// packet reaches its own interface's next once, in order, the padded ones trimmed.
+#[test]
+fn input_with_features_sends_each_packet_to_its_interface_arc() {
+    let (mut t, l0, l1) = setup_feature_on_loop0();
+    let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
+    let mut padded = good(3);
+    padded.extend_from_slice(&[0; 6]);
+    // Frames starting on the featured interface, then on the other one, then all one.
+    let frames: [&[(Vec<u8>, u32)]; 3] = [
+        &[
+            (good(1), l0),
+            (good(2), l1),
+            (padded.clone(), l0),
+            (good(4), l1),
+            (good(5), l0),
+        ],
+        &[(good(6), l1), (good(7), l0), (good(8), l1)],
+        &[(good(9), l0), (padded, l0)],
+    ];
+    for f in frames {
+        inject_on(&mut t, f);
+    }
+    assert_eq!(
+        arc_data(&t, "ip4-source-check-via-rx"),
+        [good(1), good(3), good(5), good(7), good(9), good(3)]
+    );
+    assert_eq!(
+        arc_data(&t, "ip4-lookup"),
+        [good(2), good(4), good(6), good(8)]
+    );
+    t.assert_no_leaks();
+}
+
+/// With an `ip4-unicast` feature on loop0, the packets `fast_one` does not take are dropped
+/// with their counted reasons on both interfaces (the fast path's, the frame's first
+/// packet's, and the other one), a well-formed options header goes to its interface's arc;
+/// once the feature is disabled, the next frame all goes to `ip4-lookup` (the arc is read
+/// again each frame).
+#[test]
+fn input_with_features_drops_bad_packets_then_follows_a_disabled_feature() {
+    let (mut t, l0, l1) = setup_feature_on_loop0();
+    let good = |last: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{last}"));
+    let csum = |last: u8| {
+        let mut p = good(last);
+        p[10] ^= 1;
+        p
+    };
+    let long = |last: u8| {
+        let mut p = good(last);
+        p[2..4].copy_from_slice(&200u16.to_be_bytes());
+        refill(&mut p);
+        p
+    };
+    let with_opts = |last: u8, o: [u8; 4]| {
+        let mut p = good(last);
+        p[0] = 0x46;
+        p.splice(20..20, o);
+        let tl = p.len() as u16;
+        p[2..4].copy_from_slice(&tl.to_be_bytes());
+        refill(&mut p);
+        p
+    };
+    let bad_opts = |last: u8| with_opts(last, [7, 0, 4, 0]);
+    let opts = |last: u8| with_opts(last, [1, 1, 1, 0]);
+    let mut padded = good(3);
+    padded.extend_from_slice(&[0; 6]);
+    // A frame starting on the featured interface (the fast path's), then one starting on
+    // the other: on each, every bad kind on both interfaces, between good packets.
+    let frames: [&[(Vec<u8>, u32)]; 2] = [
+        &[
+            (good(1), l0),
+            (csum(20), l0),
+            (bad_opts(21), l0),
+            (long(22), l0),
+            (opts(2), l0),
+            (csum(23), l1),
+            (bad_opts(24), l1),
+            (long(25), l1),
+            (good(4), l1),
+            (padded.clone(), l0),
+        ],
+        &[
+            (csum(26), l1),
+            (opts(5), l1),
+            (long(27), l0),
+            (good(6), l0),
+            (bad_opts(28), l0),
+            (good(7), l1),
+            (csum(29), l0),
+            (bad_opts(30), l1),
+            (long(31), l1),
+        ],
+    ];
+    for f in frames {
+        inject_on(&mut t, f);
+    }
+    assert_eq!(
+        arc_data(&t, "ip4-source-check-via-rx"),
+        [good(1), opts(2), good(3), good(6)]
+    );
+    assert_eq!(arc_data(&t, "ip4-lookup"), [good(4), opts(5), good(7)]);
+    assert_eq!(
+        arc_data(&t, "error-drop"),
+        [
+            csum(20),
+            bad_opts(21),
+            long(22),
+            csum(23),
+            bad_opts(24),
+            long(25),
+            csum(26),
+            long(27),
+            bad_opts(28),
+            csum(29),
+            bad_opts(30),
+            long(31),
+        ]
+    );
+    t.assert_counters(&[("bad_checksum", 4), ("bad_options", 4), ("bad_length", 4)]);
+    t.assert_no_leaks();
+    // The feature disabled: the next frame (its first packet on loop0) all to ip4-lookup.
+    t.cli("set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast disable");
+    inject_on(
+        &mut t,
+        &[(good(8), l0), (good(9), l1), (padded, l0), (opts(10), l0)],
+    );
+    assert_eq!(arc_data(&t, "ip4-source-check-via-rx").len(), 4);
+    assert_eq!(
+        arc_data(&t, "ip4-lookup")[3..],
+        [good(8), good(9), good(3), opts(10)]
+    );
+    t.assert_counters(&[("bad_checksum", 4), ("bad_options", 4), ("bad_length", 4)]);
     t.assert_no_leaks();
 }
 
