@@ -2065,12 +2065,14 @@ const NO_TABLE_KEY: TableKey = TableKey { w: [u64::MAX; 5] };
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
-/// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), look the
-/// new keys up together ([`DecapTable::lookup_frame`]: the slots' keys compared, each
-/// hit's counters row and interface record prefetched, so with thousands of tunnels the
-/// cache misses of the frame overlap instead of stalling each packet), then
-/// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
-/// control plane reaches through [`table_of`].
+/// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), then
+/// finish every packet, looking the new keys up in batches of [`LOOKUP_BATCH`] as the
+/// finish pass reaches the first packet of a batch ([`DecapTable::lookup_frame`]: the
+/// slots' keys compared, each hit's counters row and interface record prefetched, so with
+/// thousands of tunnels the cache misses of a batch overlap instead of stalling each
+/// packet, and the batch's slots are still in cache when its packets are finished). It
+/// owns the thread's (table, src, dst, key) → tunnel table, which the control plane
+/// reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
     /// The protocol's parse/finish.
     pub proto: P,
