@@ -2066,7 +2066,7 @@ const NO_TABLE_KEY: TableKey = TableKey { w: [u64::MAX; 5] };
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
 /// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), then
-/// finish every packet, looking the new keys up in batches of [`LOOKUP_BATCH`] as the
+/// finish every packet, looking the new keys up in batches of `LOOKUP_BATCH` (32) as the
 /// finish pass reaches the first packet of a batch ([`DecapTable::lookup_frame`]: the
 /// slots' keys compared, each hit's counters row and interface record prefetched, so with
 /// thousands of tunnels the cache misses of a batch overlap instead of stalling each
