@@ -40,6 +40,7 @@ pub(super) fn frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
 }
 
 pub(super) const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+pub(super) const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
 /// The frames sent to `interface-output`, as (last byte, tx interface), sorted: test frames
 /// are told apart by their last byte.
@@ -63,7 +64,6 @@ fn sorted_tx(t: &NodeTest) -> Vec<u32> {
     tx.sort();
     tx
 }
-pub(super) const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
 #[test]
 fn xconnect_sends_every_frame_to_the_peer() {
