@@ -114,8 +114,9 @@ fn bridge_forwards_to_a_known_mac_and_filters_hairpins() {
 
 /// `flood` and `uu-flood` are told apart: with `flood 1 uu-flood 0` a broadcast (never
 /// looked up) is flooded and an unknown unicast (looked up, no entry) is dropped as
-/// `uu_dropped`; with `flood 0 uu-flood 1` the other way round. Treating a broadcast as an
-/// unknown unicast (or the reverse) sends each frame the wrong way.
+/// `uu_dropped`; with `flood 0 uu-flood 1` the other way round, the broadcast dropped as
+/// `flood_dropped`. Treating a broadcast as an unknown unicast (or the reverse) sends each
+/// frame the wrong way or counts its drop under the wrong reason.
 #[test]
 fn broadcast_follows_flood_and_unknown_unicast_follows_uu_flood() {
     const C: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
@@ -136,8 +137,13 @@ fn broadcast_follows_flood_and_unknown_unicast_follows_uu_flood() {
         let got = tagged_out(&t);
         let flooded = if flood == 1 { 1 } else { 2 };
         assert_eq!(got, [(flooded, l1), (flooded, l2)], "flood {flood}");
-        assert_eq!(t.drops(), [("l2-input".to_string(), "uu_dropped")]);
-        t.assert_counters(&[("flooded", 1), ("uu_dropped", 1), ("learn_events", 1)]);
+        let dropped = if flood == 1 {
+            "uu_dropped"
+        } else {
+            "flood_dropped"
+        };
+        assert_eq!(t.drops(), [("l2-input".to_string(), dropped)]);
+        t.assert_counters(&[("flooded", 1), (dropped, 1), ("learn_events", 1)]);
         t.assert_no_leaks();
     }
 }
