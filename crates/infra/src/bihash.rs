@@ -21,17 +21,17 @@
 //! change of `meta`). All key and value slots are meaningful, so any `u64` is a valid key or
 //! value; emptiness lives only in the occupancy mask.
 //!
-//! A key's home bucket is `hash(key) & mask`. An insert takes the first free slot in the home
-//! bucket or, when it is full, in the next buckets of its probe sequence (home + 1, + 3, + 6,
-//! ...: triangular steps, which avoid the pile-ups of plain linear probing; at most
-//! [`MAX_PROBE`] buckets) and increments the overflow count of every full bucket it passed.
-//! A lookup scans the home bucket and moves on only while the overflow count is non-zero, so
-//! a miss usually touches one bucket. Entries never move while an array is live; a remove
-//! clears the occupancy bit and decrements the counts on the way back to the home bucket.
-//! Measured with random keys at the 3/4 growth point: 93% of entries sit in their home
-//! bucket, 98% within two, and a miss reads a second bucket in 23% of the cases; the longest
-//! probe seen with 5.5M entries was the full 16 buckets, so at tens of millions of entries a
-//! full window may occasionally double the array a little before the 3/4 load.
+//! A key's home bucket is the top `log2(buckets)` bits of `hash(key)`. An insert takes the
+//! first free slot in the home bucket or, when it is full, in the next buckets of its probe
+//! sequence (home + 1, + 3, + 6, ...: triangular steps, which avoid the pile-ups of plain
+//! linear probing; at most [`MAX_PROBE`] buckets) and increments the overflow count of every
+//! full bucket it passed. A lookup scans the home bucket and moves on only while the overflow
+//! count is non-zero, so a miss usually touches one bucket. Entries never move while an array
+//! is live; a remove clears the occupancy bit and decrements the counts on the way back to the
+//! home bucket. Measured with random keys at the 3/4 growth point: 93% of entries sit in their
+//! home bucket, 98% within two, and a miss reads a second bucket in 23% of the cases; the
+//! longest probe seen with 5.5M entries was the full 16 buckets, so at tens of millions of
+//! entries a full window may occasionally double the array a little before the 3/4 load.
 //!
 //! # Reader protocol (per-bucket version check)
 //!
@@ -70,21 +70,26 @@
 //!
 //! # Hash
 //!
-//! [`FoldedKeyHash`] of the 8-byte key (two folded 64×64→128-bit multiplies, as wyhash and
-//! foldhash do: `fold(fold(key ^ k0, k1) ^ k2, k3)`, where `fold` xors the product's halves),
-//! keyed with 256 bits drawn from `std::collections::hash_map::RandomState` for every array
-//! (so every table, and every rebuild of a table, gets a new key). Without the key, an
-//! attacker who controls the keys (source MACs on a bridge) cannot aim them at one bucket: no
-//! linear step precedes the first multiply, so which keys collide depends on the key; and if
-//! bad luck ever fills a probe window at low load, the rebuild re-keys instead of growing.
-//! Cost: about 8 instructions (two `mul`) instead of SipHash-1-3's 70 (five SipRounds,
-//! which this table used until issue 23's round 3: `lookup_many` went from 157 to 84
-//! instructions a key). MAC-shaped keys (sequential, differing in one or two bytes, one MAC in
-//! 65,536 bridge domains) spread over the buckets as random keys do (chi-square test in
-//! `mac_keys_spread_over_buckets`); a single fold does not (sequential keys put up to 31 keys
-//! in a bucket where random ones put 16). It has no cryptanalysis behind it as SipHash has:
-//! an attacker who could learn a table's key could aim keys at one bucket, which costs
-//! probes and, at worst, a re-keying rebuild; every hit is still an exact key compare.
+//! One folded 64×64→128-bit multiply of the 8-byte key, then a multiply-shift of that:
+//! `(fold(key ^ k0, k1) * k3) >> (64 - log2(buckets))`, where `fold` xors the product's
+//! halves (as wyhash and foldhash do), keyed with 256 bits drawn from
+//! `std::collections::hash_map::RandomState` for every array (so every table, and every
+//! rebuild of a table, gets a new key). The home is the product's *top* bits, which depend
+//! on every bit of the fold (a product's low bits depend only on its inputs' low bits: a
+//! plain keyed multiply masked to its low bits, or a single fold masked so, puts
+//! sequential MACs or one MAC in many bridge domains into a few buckets). Without the key,
+//! an attacker who controls the keys (source MACs on a bridge) cannot aim them at one
+//! bucket: no linear step precedes the first multiply, so which keys collide depends on the
+//! key (a multiply-shift alone is universal but linear: one colliding difference found would
+//! give a family of colliding keys); and if bad luck ever fills a probe window at low load,
+//! the rebuild re-keys instead of growing. Cost: about 5 instructions (two multiplies, one
+//! shift) where [`FoldedKeyHash`]'s two folds and a mask took 8, and SipHash-1-3 (this
+//! table's hash until issue 23's round 3) 70. MAC-shaped keys (sequential, differing in one
+//! or two bytes, one MAC in 65,536 bridge domains) spread over the buckets as random keys do
+//! (chi-square test in `mac_keys_spread_over_buckets`, through the table's own home
+//! function). It has no cryptanalysis behind it as SipHash has: an attacker who could learn
+//! a table's key could aim keys at one bucket, which costs probes and, at worst, a
+//! re-keying rebuild; every hit is still an exact key compare.
 //!
 //! A table made with [`Bihash::with_limit_prehashed`] takes keys that are already digests of
 //! a secret-keyed hash (ACL sessions store [`FoldedKeyHash`] digests of their 5-tuples, as
@@ -310,13 +315,6 @@ impl FoldedKeyHash {
         let h = folded_multiply(a ^ self.k[0], b ^ self.k[1]);
         folded_multiply(h ^ self.k[2], self.k[3])
     }
-
-    /// The digest of the 8-byte key `a` (the same as `hash(a, 0)`): a [`Bihash`]'s hash of
-    /// its keys, about 8 instructions.
-    #[inline(always)]
-    pub fn hash_u64(&self, a: u64) -> u64 {
-        self.hash(a, 0)
-    }
 }
 
 /// A fresh 128-bit hash key from std's per-process random source.
@@ -333,7 +331,9 @@ fn fresh_key() -> (u64, u64) {
 struct Bucket {
     meta: AtomicU64,
     keys: [AtomicU64; SLOTS],
-    values: [AtomicU64; SLOTS],
+    /// The seven slots' values and an eighth that is never used (the line's padding, so
+    /// that a slot index masked with 7 needs no bounds check).
+    values: [AtomicU64; SLOTS + 1],
 }
 
 const _: () = assert!(std::mem::size_of::<Bucket>() == 128);
@@ -360,15 +360,16 @@ impl Bucket {
         // All seven keys compared without branches (the matching slot is random, a branch
         // per slot would mispredict), then only the occupied ones kept.
         let hit = self.key_bits(key) & KEY_BIT_OCC[occupancy(m) as usize];
-        (hit != 0).then(|| hit.trailing_zeros() as usize / KEY_BIT_STRIDE)
+        (hit != 0).then(|| (hit.trailing_zeros() as usize - KEY_BIT_FIRST) / KEY_BIT_STRIDE)
     }
 
-    /// Bit [`KEY_BIT_STRIDE`] × `i` set when key slot `i` holds `key` (occupied or not).
+    /// Bit [`KEY_BIT_FIRST`] + [`KEY_BIT_STRIDE`] × `i` set when key slot `i` holds `key`
+    /// (occupied or not; other bits may be set too, [`KEY_BIT_OCC`] clears them).
     /// SSE2 (part of every x86-64): four aligned 16-byte loads cover `meta` and the seven
     /// keys — the bucket's first cache line only, never the values' — compared as 32-bit
     /// halves; two packs narrow each half's result to a byte, one `movemask` gathers them,
-    /// and a key matches where both its halves do (`meta`'s lane is shifted out): about 20
-    /// instructions instead of the scalar loop's 30.
+    /// and a lane matches where both its halves do (bit 2 × lane, `meta` being lane 0):
+    /// about 18 instructions instead of the scalar loop's 30.
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(miri)))]
     #[inline(always)]
     fn key_bits(&self, key: u64) -> u32 {
@@ -389,7 +390,7 @@ impl Bucket {
             let c = |i: usize| _mm_cmpeq_epi32(_mm_load_si128(p.add(i)), k);
             let halves = _mm_packs_epi16(_mm_packs_epi32(c(0), c(1)), _mm_packs_epi32(c(2), c(3)));
             let m = _mm_movemask_epi8(halves) as u32;
-            (m >> 2) & (m >> 3) & 0x1555
+            m & m >> 1
         }
     }
 
@@ -415,16 +416,17 @@ impl Bucket {
     }
 }
 
-/// How far apart [`Bucket::key_bits`] puts the slots' bits.
-const KEY_BIT_STRIDE: usize = if cfg!(all(
+const SSE2: bool = cfg!(all(
     target_arch = "x86_64",
     target_feature = "sse2",
     not(miri)
-)) {
-    2
-} else {
-    1
-};
+));
+
+/// How far apart [`Bucket::key_bits`] puts the slots' bits.
+const KEY_BIT_STRIDE: usize = if SSE2 { 2 } else { 1 };
+
+/// Where [`Bucket::key_bits`] puts slot 0's bit (after `meta`'s lane with SSE2).
+const KEY_BIT_FIRST: usize = if SSE2 { 2 } else { 0 };
 
 /// An occupancy mask with its bits moved to [`Bucket::key_bits`]'s positions.
 const KEY_BIT_OCC: [u32; 1 << SLOTS] = {
@@ -434,7 +436,7 @@ const KEY_BIT_OCC: [u32; 1 << SLOTS] = {
         let mut i = 0;
         while i < SLOTS {
             if occ & (1 << i) != 0 {
-                t[occ] |= 1 << (i * KEY_BIT_STRIDE);
+                t[occ] |= 1 << (KEY_BIT_FIRST + i * KEY_BIT_STRIDE);
             }
             i += 1;
         }
@@ -454,6 +456,8 @@ struct Array {
     /// entry per 2 MiB instead of per 4 KiB, and a small table does not take a hugepage).
     buckets: ZeroedArray<Bucket>,
     mask: usize,
+    /// `64 - log2(buckets)`: a key's home is the top bits of its hash ([`Array::home`]).
+    shift: u32,
     /// This array's secret key (a rebuild draws a new one).
     key: FoldedKeyHash,
     /// Keys are already keyed digests ([`Bihash::with_limit_prehashed`]).
@@ -468,27 +472,28 @@ impl Array {
         Ok(Array {
             buckets,
             mask: n - 1,
+            shift: 64 - n.trailing_zeros(),
             key: FoldedKeyHash::new(),
             prehashed,
         })
     }
 
-    #[inline(always)]
-    fn hash(&self, key: u64) -> u64 {
-        if self.prehashed {
-            // The key is a secret-keyed digest already: one multiply by a fresh odd key
-            // re-spreads it (a rebuild with a new key regroups the buckets).
-            (key ^ self.key.k[0])
-                .wrapping_mul(self.key.k[3])
-                .rotate_left(32)
-        } else {
-            self.key.hash_u64(key)
-        }
-    }
-
+    /// `key`'s home bucket: the top bits of a keyed multiply by an odd key (multiply-shift,
+    /// whose top bits depend on every bit of what is multiplied, where a product's low bits
+    /// depend only on its low bits). A plain key is first folded, `fold(key ^ k0, k1)` (the
+    /// 128-bit product's halves xored, [`folded_multiply`]), so that no key difference is
+    /// linear in the home (with `x * k` alone, one colliding difference `d` found would put
+    /// a whole family of keys `x + j·d` in one bucket); about 5 instructions. A prehashed
+    /// key (a secret-keyed digest already) is multiplied directly, `(key ^ k0) * k3` (a
+    /// rebuild with a new key regroups the buckets).
     #[inline(always)]
     fn home(&self, key: u64) -> usize {
-        self.hash(key) as usize & self.mask
+        let h = if self.prehashed {
+            (key ^ self.key.k[0]).wrapping_mul(self.key.k[3])
+        } else {
+            folded_multiply(key ^ self.key.k[0], self.key.k[1]).wrapping_mul(self.key.k[3])
+        };
+        (h >> self.shift) as usize
     }
 
     /// The `d`-th bucket of the probe sequence from `home`: home + 0, 1, 3, 6, 10, ...
@@ -527,6 +532,35 @@ impl Array {
             return v;
         }
         self.get_cold(key, b)
+    }
+
+    /// [`Snapshot::get_many`]'s loop, out of line (the frame function that calls it keeps
+    /// its registers for its own passes): [`Array::get_home`] of each key, the array's
+    /// buckets and mask held in registers (the acquire loads of `meta` would make the loop
+    /// reload them from `self` for every key), the bucket [`BATCH`] keys ahead prefetched.
+    #[inline(never)]
+    fn get_many(&self, keys: &[u64], homes: &[Home], out: &mut [Option<u64>]) {
+        let (buckets, mask) = (&self.buckets[..], self.mask);
+        for (i, ((o, &k), &Home(h))) in out.iter_mut().zip(keys).zip(homes).enumerate() {
+            if let Some(&Home(a)) = homes.get(i + BATCH) {
+                crate::prefetch(buckets.as_ptr().wrapping_add(a as usize & mask));
+            }
+            let b = h as usize & mask;
+            let Some(bk) = buckets.get(b) else {
+                *o = None;
+                continue;
+            };
+            let m = bk.meta.load(Ordering::Acquire);
+            let v = bk
+                .slot_of(k, m)
+                .map(|i| bk.values[i & SLOTS].load(Ordering::Relaxed));
+            fence(Ordering::Acquire);
+            *o = if bk.meta.load(Ordering::Relaxed) == m && (v.is_some() || overflow(m) == 0) {
+                v
+            } else {
+                self.get_cold(k, b)
+            };
+        }
     }
 
     /// [`Array::get_home`]'s slow path: the whole lookup again.
@@ -712,13 +746,7 @@ impl BihashTable {
     #[inline(always)]
     pub fn lookup_x4(&self, keys: [u64; 4]) -> [Option<u64>; 4] {
         let a = self.array();
-        let h = [
-            a.hash(keys[0]),
-            a.hash(keys[1]),
-            a.hash(keys[2]),
-            a.hash(keys[3]),
-        ];
-        let b = h.map(|h| h as usize & a.mask);
+        let b = keys.map(|k| a.home(k));
         let m = b.map(|b| a.buckets[b].meta.load(Ordering::Acquire));
         [
             a.get_from(keys[0], b[0], m[0]),
@@ -856,12 +884,7 @@ impl Snapshot<'_> {
     /// caller prefetches the first [`BATCH`] (when it computed their homes, say).
     #[inline(always)]
     pub fn get_many(&self, keys: &[u64], homes: &[Home], out: &mut [Option<u64>]) {
-        for (i, ((o, &k), &h)) in out.iter_mut().zip(keys).zip(homes).enumerate() {
-            if let Some(&a) = homes.get(i + BATCH) {
-                self.prefetch(a);
-            }
-            *o = self.get(k, h);
-        }
+        self.a.get_many(keys, homes, out)
     }
 }
 
@@ -1247,14 +1270,16 @@ mod tests {
                 Ordering::Relaxed,
             );
             let want = b.key_bits_scalar(key);
-            let got = b.key_bits(key);
+            let got = b.key_bits(key) & KEY_BIT_OCC[OCC_MASK as usize];
             let spread = (0..SLOTS)
                 .filter(|i| want & (1 << i) != 0)
-                .fold(0, |a, i| a | 1 << (i * KEY_BIT_STRIDE));
+                .fold(0, |a, i| a | 1 << (KEY_BIT_FIRST + i * KEY_BIT_STRIDE));
             assert_eq!(got, spread, "round {round}");
             for occ in [0, OCC_MASK, mix(round) & OCC_MASK] {
                 let slot = (want & occ as u32 != 0).then(|| (want & occ as u32).trailing_zeros());
-                assert_eq!(b.slot_of(key, occ).map(|s| s as u32), slot);
+                // Meta's other bits (overflow count, version) change nothing.
+                let m = occ | mix(round + 7) & !OCC_MASK;
+                assert_eq!(b.slot_of(key, m).map(|s| s as u32), slot);
             }
         }
     }
@@ -1346,13 +1371,13 @@ mod tests {
         }
     }
 
-    /// How `keys` fall into `1 << bits` buckets of `hash`'s low bits: (the chi-square
+    /// How `keys` fall into the `1 << bits` buckets `bucket` puts them in: (the chi-square
     /// statistic over its degrees of freedom, 1 on average for random keys; the most keys in
     /// one bucket).
-    fn spread(hash: impl Fn(u64) -> u64, keys: &[u64], bits: u32) -> (f64, usize) {
+    fn spread(bucket: impl Fn(u64) -> usize, keys: &[u64], bits: u32) -> (f64, usize) {
         let mut n = vec![0usize; 1 << bits];
         for &k in keys {
-            n[hash(k) as usize & ((1 << bits) - 1)] += 1;
+            n[bucket(k)] += 1;
         }
         let mean = keys.len() as f64 / n.len() as f64;
         let chi: f64 = n.iter().map(|&c| (c as f64 - mean).powi(2) / mean).sum();
@@ -1391,16 +1416,19 @@ mod tests {
             sets.push((format!("bytes {byte}-{}", byte + 1), two));
         }
         for _ in 0..8 {
-            let h = FoldedKeyHash::new();
+            let arrays: Vec<Array> = [6, 8, 10, 12, 14]
+                .map(|bits| Array::new(1 << bits, false).unwrap())
+                .into();
             for (name, keys) in &sets {
-                for bits in [6, 8, 10, 12, 14] {
+                for a in &arrays {
+                    let bits = a.mask.count_ones();
                     // Four keys a bucket on average. Random keys give a chi-square per degree
                     // of freedom of 1 ± sqrt(2 / buckets) (six of those allowed here) and
                     // fewer than 24 keys in any bucket (P < 1e-6 over all these runs).
                     let Some(keys) = keys.get(..4 << bits) else {
                         continue;
                     };
-                    let (chi, most) = spread(|k| h.hash_u64(k), keys, bits);
+                    let (chi, most) = spread(|k| a.home(k), keys, bits);
                     let bound = 1.0 + 6.0 * (2.0 / f64::from(1u32 << bits)).sqrt();
                     assert!(chi <= bound, "{name}, 2^{bits} buckets: chi2/dof {chi:.3}");
                     assert!(most < 24, "{name}, 2^{bits} buckets: {most} in one bucket");
@@ -1556,6 +1584,17 @@ mod tests {
         }
         // Some lookups went past their home bucket (`get_home`'s slow path).
         assert!(overflowed > 0);
+        // get_many finds the same, past overflowed homes too.
+        let keys: Vec<u64> = (0..100_000u64).flat_map(|i| [mix(i), !mix(i)]).collect();
+        let homes: Vec<Home> = keys.iter().map(|&k| s.home_only(k)).collect();
+        let want: Vec<Option<u64>> = keys
+            .iter()
+            .zip(&homes)
+            .map(|(&k, &h)| s.get(k, h))
+            .collect();
+        let mut out = vec![None; keys.len()];
+        s.get_many(&keys, &homes, &mut out);
+        assert!(out == want, "get_many");
     }
 
     #[test]
@@ -1605,6 +1644,25 @@ mod tests {
         assert_eq!(h.get(w.hash(1, !1)), Some(1));
         assert_eq!(h.get(w.hash(2, !2)), None);
         assert!(h.max_probe() <= MAX_PROBE);
+        // Snapshot::get_many on a pre-hashed table: the kept digests found with their
+        // values, the removed and never inserted ones missed (a wrong home would miss them
+        // all), far past the look-ahead.
+        {
+            // SAFETY: no other thread; the table is not written while `s` is used.
+            let s = unsafe { h.table().snapshot() };
+            let keys: Vec<u64> = (0..50_000u64)
+                .flat_map(|i| [w.hash(i, !i), w.hash(i, i ^ 0x5a5a)])
+                .collect();
+            let homes: Vec<Home> = keys.iter().map(|&k| s.home_only(k)).collect();
+            let mut out = vec![Some(7); keys.len()];
+            s.get_many(&keys, &homes, &mut out);
+            for (j, (&k, &v)) in keys.iter().zip(&out).enumerate() {
+                let i = j as u64 / 2;
+                let want = (j % 2 == 0 && i % 2 == 1).then_some(i);
+                assert_eq!(v, want, "key {j}");
+                assert_eq!(v, s.get(k, s.home_only(k)), "key {j}");
+            }
+        }
         h.clear(&e);
         assert!(h.is_empty());
         assert_eq!(
@@ -1724,10 +1782,9 @@ mod tests {
         let mut h = Bihash::with_capacity(300);
         assert!(h.buckets() > MAX_PROBE && h.capacity() > SLOTS * MAX_PROBE);
         let key = h.cur.key;
-        let mask = h.cur.mask;
         let aimed: Vec<u64> = (0..)
             .map(mix)
-            .filter(|&k| key.hash_u64(k) as usize & mask == 3)
+            .filter(|&k| h.cur.home(k) == 3)
             .take(SLOTS * MAX_PROBE + 1)
             .collect();
         for (i, &k) in aimed.iter().enumerate() {
@@ -1745,10 +1802,10 @@ mod tests {
         }
         // Removing from the middle of the chain keeps the rest reachable.
         let mut h = Bihash::new();
-        let (key, mask) = (h.cur.key, h.cur.mask);
+        let mask = h.cur.mask;
         let chain: Vec<u64> = (0..)
             .map(mix)
-            .filter(|&k| key.hash_u64(k) as usize & mask == mask)
+            .filter(|&k| h.cur.home(k) == mask)
             .take(SLOTS * 3)
             .collect();
         for &k in &chain {
@@ -1818,7 +1875,7 @@ mod tests {
         for i in 0..20u64 {
             h.insert(&e, mix(i), i).unwrap();
         }
-        let (key, mask) = (h.cur.key, h.cur.mask);
+        let key = h.cur.key;
         let t = Arc::clone(h.table());
         // SAFETY: as above, thread 1 does not quiesce while `s` is in use.
         let s = unsafe { t.snapshot() };
@@ -1826,7 +1883,7 @@ mod tests {
         let buckets = h.buckets();
         for k in (1000..)
             .map(mix)
-            .filter(|&k| key.hash_u64(k) as usize & mask == 3)
+            .filter(|&k| s.home_only(k) == Home(3))
             .take(SLOTS * MAX_PROBE + 1)
         {
             h.insert(&e, k, 0).unwrap();

@@ -12,10 +12,11 @@
 //!   frames to the BVI (routed from there: the bridge's L3 interface; not an output).
 //! - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
 //!   interface), `split_horizon` (destination in the rx interface's split-horizon group; floods
-//!   skip those members), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
-//!   to, or a bridge domain deleted under traffic), `no_buffer` (copy for flooding failed),
-//!   `learn_events` (info), `runt` (shorter than an Ethernet header: never from
-//!   `ethernet-input`, counted rather than trusted).
+//!   skip those members), `uu_dropped` (unknown unicast, uu-flood off), `flood_dropped`
+//!   (broadcast or multicast, flood off), `no_member` (nothing to flood to, or a bridge
+//!   domain deleted under traffic), `no_buffer` (copy for flooding failed), `learn_events`
+//!   (info), `runt` (shorter than an Ethernet header: never from `ethernet-input`, counted
+//!   rather than trusted).
 
 use super::{BdCfg, L2Shared, STATIC};
 use sluice_buffer::{BufIdx, Buffer};
@@ -191,6 +192,8 @@ sluice_graph::counters! {
         Filtered => error("filtered", "L2 destination on the receiving interface"),
         /// L2 unknown unicast dropped (uu-flood off).
         UuDropped => error("uu_dropped", "L2 unknown unicast dropped (uu-flood off)"),
+        /// L2 broadcast or multicast dropped (flood off).
+        FloodDropped => error("flood_dropped", "L2 broadcast or multicast dropped (flood off)"),
         /// L2 no bridge member to send to.
         NoMember => error("no_member", "L2 no bridge member to send to"),
         /// L2 flood copy: no buffer.
@@ -441,7 +444,13 @@ impl State {
             Some(_) => f.uu_flood,
         };
         if !flood {
-            b.hdr.error = cx.error(L2Counter::UuDropped);
+            // `dst` is `None` here only for a broadcast or multicast (runts and unknown
+            // bridge domains returned above).
+            let why = match dst {
+                None => L2Counter::FloodDropped,
+                Some(_) => L2Counter::UuDropped,
+            };
+            b.hdr.error = cx.error(why);
             return L2Next::Drop.next();
         }
         self.flood(cx, b)

@@ -42,6 +42,29 @@ pub(super) fn frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
 pub(super) const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 pub(super) const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
+/// The frames sent to `interface-output`, as (last byte, tx interface), sorted: test frames
+/// are told apart by their last byte.
+fn tagged_out(t: &NodeTest) -> Vec<(u8, u32)> {
+    let mut got: Vec<(u8, u32)> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
+        .collect();
+    got.sort();
+    got
+}
+
+/// The tx interfaces of the frames sent to `interface-output`, sorted.
+fn sorted_tx(t: &NodeTest) -> Vec<u32> {
+    let mut tx: Vec<u32> = t
+        .arc("interface-output")
+        .iter()
+        .map(|p| p.hdr.tx_if)
+        .collect();
+    tx.sort();
+    tx
+}
+
 #[test]
 fn xconnect_sends_every_frame_to_the_peer() {
     let (mut t, [l0, l1, _]) = three_ports();
@@ -64,12 +87,7 @@ fn bridge_floods_broadcast_to_every_other_member_and_learns() {
          set interface l2 bridge loop2 1",
     );
     receive(&mut t, l0, 1, 0, &[frame([0xff; 6], A)]);
-    let mut tx: Vec<u32> = t
-        .arc("interface-output")
-        .iter()
-        .map(|p| p.hdr.tx_if)
-        .collect();
-    tx.sort();
+    let tx = sorted_tx(&t);
     assert_eq!(tx, [l1, l2], "a copy and the original");
     t.assert_counters(&[("flooded", 1), ("learn_events", 1)]);
     t.assert_no_leaks();
@@ -92,6 +110,71 @@ fn bridge_forwards_to_a_known_mac_and_filters_hairpins() {
     assert_eq!(t.drops(), [("l2-input".to_string(), "filtered")]);
     t.assert_counters(&[("forwarded", 1), ("filtered", 1)]);
     t.assert_no_leaks();
+}
+
+/// `flood` and `uu-flood` are told apart: with `flood 1 uu-flood 0` a broadcast (never
+/// looked up) is flooded and an unknown unicast (looked up, no entry) is dropped as
+/// `uu_dropped`; with `flood 0 uu-flood 1` the other way round, the broadcast dropped as
+/// `flood_dropped`. Treating a broadcast as an unknown unicast (or the reverse) sends each
+/// frame the wrong way or counts its drop under the wrong reason.
+#[test]
+fn broadcast_follows_flood_and_unknown_unicast_follows_uu_flood() {
+    const C: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
+    for (flood, uu_flood) in [(1, 0), (0, 1)] {
+        let (mut t, [l0, l1, l2]) = three_ports();
+        t.cli(&format!(
+            "create bridge-domain 1 flood {flood} uu-flood {uu_flood}
+             set interface l2 bridge loop0 1
+             set interface l2 bridge loop1 1
+             set interface l2 bridge loop2 1"
+        ));
+        // The broadcast's and the unknown unicast's last bytes tell their copies apart.
+        let mut bc = frame([0xff; 6], A);
+        let mut uu = frame(C, A);
+        let last = bc.len() - 1;
+        (bc[last], uu[last]) = (1, 2);
+        receive(&mut t, l0, 1, 0, &[bc, uu]);
+        let got = tagged_out(&t);
+        let flooded = if flood == 1 { 1 } else { 2 };
+        assert_eq!(got, [(flooded, l1), (flooded, l2)], "flood {flood}");
+        let dropped = if flood == 1 {
+            "uu_dropped"
+        } else {
+            "flood_dropped"
+        };
+        assert_eq!(t.drops(), [("l2-input".to_string(), dropped)]);
+        t.assert_counters(&[("flooded", 1), (dropped, 1), ("learn_events", 1)]);
+        t.assert_no_leaks();
+    }
+}
+
+/// With `forward 0` a known destination takes the unknown-unicast path: dropped as
+/// `uu_dropped` under `uu-flood 0`, flooded under `uu-flood 1`, never forwarded to the port
+/// the L2 FIB names.
+#[test]
+fn forward_off_sends_a_known_mac_the_unknown_unicast_way() {
+    for uu_flood in [0, 1] {
+        let (mut t, [l0, l1, l2]) = three_ports();
+        t.cli(&format!(
+            "create bridge-domain 1 forward 0 flood 1 uu-flood {uu_flood}
+             set interface l2 bridge loop0 1
+             set interface l2 bridge loop1 1
+             set interface l2 bridge loop2 1
+             l2fib add 02:00:00:00:00:0b 1 loop1 static
+             l2fib add 02:00:00:00:00:0a 1 loop0 static"
+        ));
+        receive(&mut t, l0, 1, 0, &[frame(B, A)]);
+        let tx = sorted_tx(&t);
+        if uu_flood == 1 {
+            assert_eq!(tx, [l1, l2]);
+            t.assert_counters(&[("flooded", 1)]);
+        } else {
+            assert_eq!(tx, []);
+            assert_eq!(t.drops(), [("l2-input".to_string(), "uu_dropped")]);
+            t.assert_counters(&[("uu_dropped", 1)]);
+        }
+        t.assert_no_leaks();
+    }
 }
 
 /// `l2-input` looks a key up once for a run of packets with the same destination (or
@@ -125,12 +208,7 @@ fn runs_of_one_destination_in_a_frame_each_go_to_their_own_port() {
         })
         .collect();
     receive(&mut t, l0, 1, 0, &frames);
-    let mut got: Vec<(u8, u32)> = t
-        .arc("interface-output")
-        .iter()
-        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
-        .collect();
-    got.sort();
+    let got = tagged_out(&t);
     let mut want = Vec::new();
     for (i, d) in dsts.iter().enumerate() {
         match *d {
@@ -215,12 +293,7 @@ fn a_long_frame_across_two_bridge_domains_and_two_rx_ports() {
         })
         .collect();
     t.inject(&bufs);
-    let mut got: Vec<(u8, u32)> = t
-        .arc("interface-output")
-        .iter()
-        .map(|p| (p.data[p.data.len() - 1], p.hdr.tx_if))
-        .collect();
-    got.sort();
+    let got = tagged_out(&t);
     let mut want = Vec::new();
     let (mut forwarded, mut flooded, mut filtered, mut learns) = (0, 0, 0, 0);
     let mut last_rx = std::collections::HashMap::new();
