@@ -145,6 +145,10 @@ pub(crate) fn fast_frame<S, F>(
     cx.put_frame_scratch(s);
 }
 
+/// `ip4-lookup`'s and `ip6-lookup`'s remembered adjacency before the frame's first
+/// resolution: neither an LPM value (24-bit) nor a miss (`u32::MAX`).
+pub(crate) const NO_ADJ: u32 = u32::MAX - 1;
+
 /// The arcs of `ip4-lookup` and `ip6-lookup` by adjacency kind ([`adj_arc`]).
 #[derive(Copy, Clone)]
 pub(crate) struct AdjArcs {
@@ -154,6 +158,20 @@ pub(crate) struct AdjArcs {
     pub glean: u16,
     pub drop: u16,
 }
+
+/// The [`AdjArcs`] of a lookup node's next-arc enum `$next` (its `Rewrite`, `Local`,
+/// `Glean` and `Drop` arcs).
+macro_rules! adj_arcs {
+    ($next:ident) => {
+        AdjArcs {
+            rewrite: $next::Rewrite as u16,
+            local: $next::Local as u16,
+            glean: $next::Glean as u16,
+            drop: $next::Drop as u16,
+        }
+    };
+}
+pub(crate) use adj_arcs;
 
 /// `ip4-lookup` / `ip6-lookup`: the arc of a packet whose adjacency `a` (stored in its
 /// `adj_index`) is not known to be the remembered one: `last`'s arc when it is, else the

@@ -10,7 +10,7 @@ use crate::arp::arp_request;
 use crate::ethernet::mtu_limit;
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::ip_family::{adj_arc, fast_frame, rewrite_frame, AdjArcs, FastAdj};
+use crate::ip_family::{adj_arc, adj_arcs, fast_frame, rewrite_frame, AdjArcs, FastAdj, NO_ADJ};
 use crate::own_source::{is_local, key, SourceFilter};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{Arena, BufIdx, Buffer};
@@ -358,8 +358,8 @@ sluice_graph::counters! {
 
 /// A table miss in `ip4-lookup`'s result vector (LPM values are 24-bit).
 const NO_ROUTE: u32 = u32::MAX;
-/// `ip4-lookup`'s remembered adjacency before the frame's first resolution.
-const NO_ADJ: u32 = u32::MAX - 1;
+/// `ip4-lookup`'s arcs by adjacency kind.
+const ARCS: AdjArcs = adj_arcs!(LookupNext);
 
 /// `ip4-lookup`: a packet whose LPM result `r` is not the remembered plain adjacency: no route, a
 /// load-balance (ECMP bucket by flow hash), or another adjacency, whose kind it reads.
@@ -379,13 +379,7 @@ fn resolve(shared: &Ip4Shared, cx: &Cx, mut v: Buffer<'_>, r: u32, last: &mut (u
         r
     };
     v.hdr.ip.adj_index = a;
-    let arcs = AdjArcs {
-        rewrite: LookupNext::Rewrite as u16,
-        local: LookupNext::Local as u16,
-        glean: LookupNext::Glean as u16,
-        drop: LookupNext::Drop as u16,
-    };
-    adj_arc(&shared.adj, &mut v, a, last, arcs, || {
+    adj_arc(&shared.adj, &mut v, a, last, ARCS, || {
         cx.error(LookupCounter::DropRoute)
     })
 }

@@ -7,7 +7,7 @@
 use super::{solicited_node, CtlSlot, Ip6Shared};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::ip_family::{adj_arc, fast_frame, rewrite_frame, AdjArcs, FastAdj};
+use crate::ip_family::{adj_arc, adj_arcs, fast_frame, rewrite_frame, AdjArcs, FastAdj, NO_ADJ};
 use crate::own_source::{is_local, key, SourceFilter};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
@@ -347,8 +347,8 @@ sluice_graph::counters! {
     }
 }
 
-/// `ip6-lookup`'s remembered adjacency before the frame's first resolution.
-const NO_ADJ: u32 = u32::MAX - 1;
+/// `ip6-lookup`'s arcs by adjacency kind.
+const ARCS: AdjArcs = adj_arcs!(LookupNext);
 
 /// `ip6-lookup`: a packet whose LPM result `r` is not the remembered plain adjacency: no
 /// route (an ICMPv6 error asked for, counted in `no_route`), a load-balance (ECMP bucket
@@ -378,13 +378,7 @@ fn resolve(
         x => x,
     };
     v.hdr.ip.adj_index = a;
-    let arcs = AdjArcs {
-        rewrite: LookupNext::Rewrite as u16,
-        local: LookupNext::Local as u16,
-        glean: LookupNext::Glean as u16,
-        drop: LookupNext::Drop as u16,
-    };
-    adj_arc(&shared.adj, &mut v, a, last, arcs, || {
+    adj_arc(&shared.adj, &mut v, a, last, ARCS, || {
         cx.error(LookupCounter::DropRoute)
     })
 }
