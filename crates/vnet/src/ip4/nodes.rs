@@ -462,8 +462,8 @@ impl NodeFn for Ip4Lookup {
                     shared.lookup(f, dst[j]).unwrap_or(NO_ROUTE)
                 })
             };
-            // The four against the remembered adjacency, no early exit (`==` on the arrays
-            // built two 64-bit words from them first).
+            // The four against the remembered adjacency, no early exit (`res == [last.0; 4]`
+            // cost 2 instr/pkt more).
             if res.iter().fold(0, |d, &r| d | (r ^ last.0)) == 0 {
                 for &b in bs {
                     // SAFETY: this node owns the frame, in the arena; only the header is
