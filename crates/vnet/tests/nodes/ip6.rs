@@ -111,14 +111,21 @@ fn input_drops_our_own_addresses_as_source() {
     t.assert_no_leaks();
 }
 
-#[test]
-fn lookup_sends_each_packet_to_its_adjacency_kind() {
+/// `ip6-lookup` under test: 2001:db8:1::/64 via a resolved neighbor, 2001:db8:3::/64 via
+/// drop (loop0 has 2001:db8::1/64: that address is local, one without a neighbor gleans).
+fn lookup_setup() -> (NodeTest, u32) {
     let (mut t, sw) = setup("ip6-lookup");
     t.cli(&format!(
         "ip neighbor loop0 2001:db8::2 {PEER_MAC} static
          ip route add 2001:db8:1::/64 via 2001:db8::2 loop0
          ip route add 2001:db8:3::/64 via drop"
     ));
+    (t, sw)
+}
+
+#[test]
+fn lookup_sends_each_packet_to_its_adjacency_kind() {
+    let (mut t, sw) = lookup_setup();
     let pkts = [
         udp6_l3("2001:db8::2", "2001:db8:1::2"),
         udp6_l3("2001:db8::2", "2001:db8::1"),
@@ -150,12 +157,7 @@ fn lookup_sends_each_packet_to_its_adjacency_kind() {
 /// did not write is dropped and missed here.
 #[test]
 fn lookup_remembers_the_adjacency_of_the_packet_before() {
-    let (mut t, sw) = setup("ip6-lookup");
-    t.cli(&format!(
-        "ip neighbor loop0 2001:db8::2 {PEER_MAC} static
-         ip route add 2001:db8:1::/64 via 2001:db8::2 loop0
-         ip route add 2001:db8:3::/64 via drop"
-    ));
+    let (mut t, sw) = lookup_setup();
     let to = |dst: &str| udp6_l3("2001:db8::2", dst);
     let lost: Vec<_> = (0..16)
         .map(|i| to(&format!("2001:db8:3::{:x}", i + 1)))
