@@ -145,6 +145,63 @@ pub(crate) fn fast_frame<S, F>(
     cx.put_frame_scratch(s);
 }
 
+/// `ip4-lookup`'s and `ip6-lookup`'s remembered adjacency before the frame's first
+/// resolution: neither an LPM value (24-bit) nor a miss (`u32::MAX`).
+pub(crate) const NO_ADJ: u32 = u32::MAX - 1;
+
+/// The arcs of `ip4-lookup` and `ip6-lookup` by adjacency kind ([`adj_arc`]).
+#[derive(Copy, Clone)]
+pub(crate) struct AdjArcs {
+    pub rewrite: u16,
+    pub local: u16,
+    /// Glean and incomplete adjacencies.
+    pub glean: u16,
+    pub drop: u16,
+}
+
+/// The [`AdjArcs`] of a lookup node's next-arc enum `$next` (its `Rewrite`, `Local`,
+/// `Glean` and `Drop` arcs).
+macro_rules! adj_arcs {
+    ($next:ident) => {
+        AdjArcs {
+            rewrite: $next::Rewrite as u16,
+            local: $next::Local as u16,
+            glean: $next::Glean as u16,
+            drop: $next::Drop as u16,
+        }
+    };
+}
+pub(crate) use adj_arcs;
+
+/// `ip4-lookup` / `ip6-lookup`: the arc of a packet whose adjacency `a` (stored in its
+/// `adj_index`) is not known to be the remembered one: `last`'s arc when it is, else the
+/// arc of its kind in `table`, which is then remembered in `last` (not a drop adjacency:
+/// its packet's `error` is set to `drop_error`, and every packet of it is counted).
+#[inline(always)]
+pub(crate) fn adj_arc(
+    table: &AdjTable,
+    b: &mut Buffer<'_>,
+    a: u32,
+    last: &mut (u32, u16),
+    arcs: AdjArcs,
+    drop_error: impl FnOnce() -> u16,
+) -> u16 {
+    if a == last.0 {
+        return last.1;
+    }
+    let next = match table.kind(a) {
+        AdjKind::Rewrite => arcs.rewrite,
+        AdjKind::Local => arcs.local,
+        AdjKind::Glean | AdjKind::Incomplete => arcs.glean,
+        AdjKind::Drop => {
+            b.hdr.error = drop_error();
+            return arcs.drop;
+        }
+    };
+    *last = (a, next);
+    next
+}
+
 /// The frame of a rewrite node (`ip4-rewrite`, `ip6-rewrite`): [`fast_frame`] with
 /// [`FastAdj::rewrite_any`] as the fast path (the adjacency a local of its loop, read from
 /// `table` when a packet's differs; `hop` the family's TTL / hop-limit test and decrement),

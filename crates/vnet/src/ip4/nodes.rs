@@ -10,10 +10,10 @@ use crate::arp::arp_request;
 use crate::ethernet::mtu_limit;
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::ip_family::{fast_frame, rewrite_frame, FastAdj};
+use crate::ip_family::{adj_arc, adj_arcs, fast_frame, rewrite_frame, AdjArcs, FastAdj, NO_ADJ};
 use crate::own_source::{is_local, key, SourceFilter};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
-use sluice_buffer::{BufIdx, Buffer};
+use sluice_buffer::{Arena, BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_fib::ip4::Ip4EntryPrefetch;
 use sluice_graph::{
@@ -341,7 +341,10 @@ impl NodeFn for Ip4Input {
 ///
 /// The frame's buffer addresses come from the thread's `FrameScratch` (resolved once per
 /// frame, reused when the previous node resolved the same frame); table 0's groups of four
-/// use `Ip4Table::lookup_x4_or` (plain words, `NO_ROUTE` for a miss).
+/// use `Ip4Table::lookup_x4_or` (plain words, `NO_ROUTE` for a miss). A group whose four
+/// results are the adjacency of the packet before (one compare) stores the four adjacency
+/// indices and arcs without a branch a packet; the others go packet by packet, and the
+/// frame's last packets (fewer than four) are looked up one at a time.
 pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
 }
@@ -378,15 +381,15 @@ sluice_graph::counters! {
 
 /// A table miss in `ip4-lookup`'s result vector (LPM values are 24-bit).
 const NO_ROUTE: u32 = u32::MAX;
-/// `ip4-lookup`'s remembered adjacency before the frame's first resolution.
-const NO_ADJ: u32 = u32::MAX - 1;
+/// `ip4-lookup`'s arcs by adjacency kind.
+const ARCS: AdjArcs = adj_arcs!(LookupNext);
 
 /// `ip4-lookup`: a packet whose LPM result `r` is not the remembered plain adjacency: no route, a
 /// load-balance (ECMP bucket by flow hash), or another adjacency, whose kind it reads.
 /// Remembers the adjacency and its arc in `last` (not a drop adjacency: its packets are
 /// counted one by one).
 #[inline(never)]
-fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, u16)) -> u16 {
+fn resolve(shared: &Ip4Shared, cx: &Cx, mut v: Buffer<'_>, r: u32, last: &mut (u32, u16)) -> u16 {
     if r == NO_ROUTE {
         v.hdr.error = cx.error(LookupCounter::NoRoute);
         return LookupNext::Drop as u16;
@@ -399,20 +402,42 @@ fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, 
         r
     };
     v.hdr.ip.adj_index = a;
-    if a == last.0 {
-        return last.1;
+    adj_arc(&shared.adj, &mut v, a, last, ARCS, || {
+        cx.error(LookupCounter::DropRoute)
+    })
+}
+
+/// `ip4-lookup`: the end of one packet's lookup (`b`, LPM result `r`): its adjacency
+/// stored and its next arc, from `last` when `r` is the remembered adjacency, else from
+/// [`resolve`].
+#[inline(always)]
+fn finish(
+    shared: &Ip4Shared,
+    cx: &Cx,
+    arena: Arena<'_>,
+    b: BufIdx,
+    r: u32,
+    last: &mut (u32, u16),
+) -> u16 {
+    if r == last.0 {
+        // SAFETY: the caller owns `b` (its frame, in `arena`) and holds no view of it; only
+        // the header is written.
+        unsafe { arena.header_mut_unchecked(b) }.ip.adj_index = r;
+        last.1
+    } else {
+        // SAFETY: as above; the view ends with the call.
+        resolve(shared, cx, unsafe { arena.buffer_unchecked(b) }, r, last)
     }
-    let next = match shared.adj.kind(a) {
-        AdjKind::Rewrite => LookupNext::Rewrite,
-        AdjKind::Local => LookupNext::Local,
-        AdjKind::Glean | AdjKind::Incomplete => LookupNext::Glean,
-        AdjKind::Drop => {
-            v.hdr.error = cx.error(LookupCounter::DropRoute);
-            return LookupNext::Drop as u16;
-        }
-    } as u16;
-    *last = (a, next);
-    next
+}
+
+/// The destination of the IPv4 header at `v` (ip4-input guaranteed a full header; a short
+/// one looks up 0.0.0.0).
+#[inline(always)]
+fn dst_of(v: &Buffer<'_>) -> u32 {
+    const D: usize = field::DST;
+    v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
+        u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
+    })
 }
 
 impl NodeFn for Ip4Lookup {
@@ -427,57 +452,64 @@ impl NodeFn for Ip4Lookup {
         let addrs = &*addrs;
         // Four packets at a time: the next four buffers prefetched, the four destinations
         // read and looked up together (their table loads are independent and overlap in
-        // the memory system). Packets resolving to the adjacency of the packet before
-        // (`last`: its index and arc) take the two-store path.
+        // the memory system). A group whose four results are the adjacency of the packet
+        // before (`last`: its index and arc) stores them and the arcs without a branch a
+        // packet; any other group goes packet by packet (`finish`).
         let mut last = (NO_ADJ, 0u16);
-        for (g, (bs, nx)) in frame.chunks(GROUP).zip(nexts.chunks_mut(GROUP)).enumerate() {
+        let full = n - n % GROUP;
+        for (g, (bs, nx)) in frame[..full]
+            .chunks_exact(GROUP)
+            .zip(nexts.chunks_exact_mut(GROUP))
+            .enumerate()
+        {
             let i = g * GROUP;
             // Past the frame's end the addresses repeat the last packet's.
             for k in i + GROUP..i + 2 * GROUP {
                 addrs.prefetch(k, true);
             }
-            // A short last group looks up 0.0.0.0 in its empty places, never used.
             let mut dst = [0u32; GROUP];
             let mut any_vrf = 0;
             for (j, (d, &b)) in dst.iter_mut().zip(bs).enumerate() {
                 // SAFETY: this node owns the frame, resolved into `addrs` above; one view
                 // at a time.
                 let v = unsafe { arena.buffer_at(addrs, i + j, b) };
-                // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
-                const D: usize = field::DST;
-                *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
-                    u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
-                });
+                *d = dst_of(&v);
                 any_vrf |= v.hdr.ip.fib_index;
             }
             let res = if any_vrf == 0 {
                 shared.fib.lookup_x4_or(dst, NO_ROUTE)
             } else {
                 std::array::from_fn(|j| {
-                    bs.get(j).map_or(NO_ROUTE, |&b| {
-                        // SAFETY: this node owns the frame; read-only header access.
-                        let f = unsafe { arena.header(b) }.ip.fib_index;
-                        shared.lookup(f, dst[j]).unwrap_or(NO_ROUTE)
-                    })
+                    // SAFETY: this node owns the frame; read-only header access.
+                    let f = unsafe { arena.header(bs[j]) }.ip.fib_index;
+                    shared.lookup(f, dst[j]).unwrap_or(NO_ROUTE)
                 })
             };
-            for ((&b, nx), &r) in bs.iter().zip(nx.iter_mut()).zip(&res) {
-                if r == last.0 {
+            // The four against the remembered adjacency, no early exit (`res == [last.0; 4]`
+            // cost 2 instr/pkt more).
+            if res.iter().fold(0, |d, &r| d | (r ^ last.0)) == 0 {
+                for &b in bs {
                     // SAFETY: this node owns the frame, in the arena; only the header is
                     // written.
-                    unsafe { arena.header_mut_unchecked(b) }.ip.adj_index = r;
-                    *nx = last.1;
-                } else {
-                    // SAFETY: as above; the view ends with the call.
-                    *nx = resolve(
-                        shared,
-                        cx,
-                        unsafe { arena.buffer_unchecked(b) },
-                        r,
-                        &mut last,
-                    );
+                    unsafe { arena.header_mut_unchecked(b) }.ip.adj_index = last.0;
+                }
+                nx.fill(last.1);
+            } else {
+                for ((&b, nx), &r) in bs.iter().zip(nx.iter_mut()).zip(&res) {
+                    *nx = finish(shared, cx, arena, b, r, &mut last);
                 }
             }
+        }
+        // The frame's last packets, fewer than a group: one lookup each.
+        for (k, (&b, nx)) in frame[full..].iter().zip(&mut nexts[full..n]).enumerate() {
+            let r = {
+                // SAFETY: as above; the view ends with this block.
+                let v = unsafe { arena.buffer_at(addrs, full + k, b) };
+                shared
+                    .lookup(v.hdr.ip.fib_index, dst_of(&v))
+                    .unwrap_or(NO_ROUTE)
+            };
+            *nx = finish(shared, cx, arena, b, r, &mut last);
         }
         cx.enqueue_to_next(frame, &s.nexts[..n]);
         cx.put_frame_scratch(s);

@@ -7,7 +7,7 @@
 use super::{solicited_node, CtlSlot, Ip6Shared};
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
-use crate::ip_family::{fast_frame, rewrite_frame, FastAdj};
+use crate::ip_family::{adj_arc, adj_arcs, fast_frame, rewrite_frame, AdjArcs, FastAdj, NO_ADJ};
 use crate::own_source::{is_local, key, SourceFilter};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
@@ -311,7 +311,9 @@ impl NodeFn for Ip6Input {
 ///
 /// The frame's buffer addresses come from the thread's `FrameScratch` (resolved once per
 /// frame, reused when the previous node resolved the same frame); a destination whose
-/// walk goes past /64 probes the FIB's exact /128 host table once (`sluice_fib::ip6`).
+/// walk goes past /64 probes the FIB's exact /128 host table once (`sluice_fib::ip6`). A
+/// packet resolving to the adjacency of the packet before costs two stores (its
+/// adjacency index and arc); the others go out of line (`resolve`).
 pub struct Ip6Lookup {
     shared: Arc<Ip6Shared>,
     /// Destination addresses in network byte order, as `Ip6Table::lookup_many` takes them.
@@ -345,11 +347,45 @@ sluice_graph::counters! {
     }
 }
 
+/// `ip6-lookup`'s arcs by adjacency kind.
+const ARCS: AdjArcs = adj_arcs!(LookupNext);
+
+/// `ip6-lookup`: a packet whose LPM result `r` is not the remembered plain adjacency: no
+/// route (an ICMPv6 error asked for, counted in `no_route`), a load-balance (ECMP bucket
+/// by flow hash), or another adjacency, whose kind it reads. Remembers the adjacency and
+/// its arc in `last` (not a drop adjacency: its packets are counted one by one).
+#[inline(never)]
+fn resolve(
+    shared: &Ip6Shared,
+    cx: &Cx,
+    mut v: Buffer<'_>,
+    r: u32,
+    last: &mut (u32, u16),
+    no_route: &mut u64,
+) -> u16 {
+    let a = match r {
+        u32::MAX => {
+            *no_route += 1;
+            let code = icmpv6::unreach::NO_ROUTE;
+            crate::icmp_error::request(v.hdr, icmpv6::kind::DEST_UNREACH, code, 0);
+            return LookupNext::IcmpError as u16;
+        }
+        x if x >= LB_FLAG => {
+            let h = flow_hash(v.data());
+            v.hdr.ip.flow_hash = h;
+            shared.lb.pick(x & (LB_FLAG - 1), h)
+        }
+        x => x,
+    };
+    v.hdr.ip.adj_index = a;
+    adj_arc(&shared.adj, &mut v, a, last, ARCS, || {
+        cx.error(LookupCounter::DropRoute)
+    })
+}
+
 impl NodeFn for Ip6Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let fib = &*self.shared.fib;
-        let adj = &*self.shared.adj;
-        let e_drop = cx.error(LookupCounter::DropRoute);
         // One pass resolves the frame's addresses (and checks its indices), unless the
         // node before left this frame's there: both loops below load a packet's addresses
         // instead of computing them.
@@ -358,7 +394,6 @@ impl NodeFn for Ip6Lookup {
         let FrameScratch { addrs, nexts } = &mut *s;
         let addrs = &*addrs;
         let mut no_route = 0u64;
-        let mut last: Option<(u32, AdjKind)> = None;
         let mut any_vrf = 0;
         for (j, (d, &b)) in self.dst[..n].iter_mut().zip(frame).enumerate() {
             addrs.prefetch(j + PREFETCH_AHEAD, true);
@@ -386,50 +421,24 @@ impl NodeFn for Ip6Lookup {
                     .unwrap_or(u32::MAX);
             }
         }
+        // Packets resolving to the adjacency of the packet before (`last`: its index and
+        // arc) take the two-store path; the others `resolve`.
+        let mut last = (NO_ADJ, 0u16);
         for (j, ((nx, &r), &bi)) in nexts[..n]
             .iter_mut()
             .zip(&self.res[..n])
             .zip(frame)
             .enumerate()
         {
-            // SAFETY: as above.
-            let v = unsafe { arena.buffer_at(addrs, j, bi) };
-            let res = match r {
-                u32::MAX => None,
-                x if x >= LB_FLAG => {
-                    let h = flow_hash(v.data());
-                    v.hdr.ip.flow_hash = h;
-                    Some(self.shared.lb.pick(x & (LB_FLAG - 1), h))
-                }
-                x => Some(x),
-            };
-            *nx = match res {
-                None => {
-                    no_route += 1;
-                    let code = icmpv6::unreach::NO_ROUTE;
-                    crate::icmp_error::request(v.hdr, icmpv6::kind::DEST_UNREACH, code, 0);
-                    LookupNext::IcmpError as u16
-                }
-                Some(a) => {
-                    v.hdr.ip.adj_index = a;
-                    let kind = match last {
-                        Some((la, k)) if la == a => k,
-                        _ => {
-                            let k = adj.kind(a);
-                            last = Some((a, k));
-                            k
-                        }
-                    };
-                    (match kind {
-                        AdjKind::Rewrite => LookupNext::Rewrite,
-                        AdjKind::Local => LookupNext::Local,
-                        AdjKind::Glean | AdjKind::Incomplete => LookupNext::Glean,
-                        AdjKind::Drop => {
-                            v.hdr.error = e_drop;
-                            LookupNext::Drop
-                        }
-                    }) as u16
-                }
+            *nx = if r == last.0 {
+                // SAFETY: this node owns the frame, in the arena; only the header is
+                // written.
+                unsafe { arena.header_mut_unchecked(bi) }.ip.adj_index = r;
+                last.1
+            } else {
+                // SAFETY: as above, resolved into `addrs`; the view ends with the call.
+                let v = unsafe { arena.buffer_at(addrs, j, bi) };
+                resolve(&self.shared, cx, v, r, &mut last, &mut no_route)
             };
         }
         if no_route > 0 {

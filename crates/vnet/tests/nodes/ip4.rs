@@ -427,6 +427,45 @@ fn lookup_sends_each_packet_to_its_adjacency_kind() {
     t.assert_no_leaks();
 }
 
+/// `ip4-lookup`'s groups: a group of four whose results are all the adjacency of the
+/// packet before takes the shortcut (adjacency and arcs stored at once), a group with
+/// another result goes packet by packet, and the frame's last packets (fewer than four)
+/// one lookup each. A frame of unrouted packets runs first, so every next slot of the
+/// thread's scratch holds `error-drop`: a packet whose arc the shortcut did not write is
+/// dropped and missed here.
+#[test]
+fn lookup_groups_share_the_remembered_adjacency() {
+    let (mut t, sw) = setup("ip4-lookup");
+    t.cli(&format!(
+        "ip neighbor loop0 10.0.0.2 {PEER_MAC} static
+         ip route add 10.0.1.0/24 via 10.0.0.2 loop0"
+    ));
+    let lost: Vec<_> = (0..16)
+        .map(|i| udp4_l3("10.0.0.2", &format!("192.0.2.{i}")))
+        .collect();
+    t.run_with(&lost, |h| h.rx_if = sw);
+    assert_eq!(t.drops().len(), 16);
+    let fwd = |i: u8| udp4_l3("10.0.0.2", &format!("10.0.1.{i}"));
+    // Groups: [fwd x4] [fwd x4] [fwd, local, fwd, fwd] [fwd x4], then fwd, no route, fwd.
+    let mut pkts: Vec<_> = (1..=8).map(fwd).collect();
+    pkts.extend([fwd(9), udp4_l3("10.0.0.2", "10.0.0.1"), fwd(10), fwd(11)]);
+    pkts.extend((12..=15).map(fwd));
+    pkts.extend([fwd(16), udp4_l3("10.0.0.2", "192.0.2.1"), fwd(17)]);
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    let adj = sluice_vnet::ip4::shared(&mut t.h.vm)
+        .unwrap()
+        .lookup(0, u32::from_be_bytes([10, 0, 1, 2]));
+    let rw = t.arc("ip4-rewrite");
+    assert_eq!(rw.len(), 17);
+    for (i, p) in rw.iter().enumerate() {
+        assert_eq!(p.data[19] as usize, i + 1, "in order");
+        assert_eq!(Some(p.hdr.ip.adj_index), adj);
+    }
+    assert_eq!(t.arc("ip4-local").len(), 1);
+    assert_eq!(t.drops().len(), 17, "16 before, 1 no route");
+    t.assert_no_leaks();
+}
+
 /// `ip4-rewrite` under test, packets entering at `ip4-lookup` (which sets `adj_index`).
 fn rewrite_setup() -> (NodeTest, u32) {
     let (mut t, sw) = setup("ip4-rewrite");

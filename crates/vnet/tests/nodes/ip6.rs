@@ -111,14 +111,21 @@ fn input_drops_our_own_addresses_as_source() {
     t.assert_no_leaks();
 }
 
-#[test]
-fn lookup_sends_each_packet_to_its_adjacency_kind() {
+/// `ip6-lookup` under test: 2001:db8:1::/64 via a resolved neighbor, 2001:db8:3::/64 via
+/// drop (loop0 has 2001:db8::1/64: that address is local, one without a neighbor gleans).
+fn lookup_setup() -> (NodeTest, u32) {
     let (mut t, sw) = setup("ip6-lookup");
     t.cli(&format!(
         "ip neighbor loop0 2001:db8::2 {PEER_MAC} static
          ip route add 2001:db8:1::/64 via 2001:db8::2 loop0
          ip route add 2001:db8:3::/64 via drop"
     ));
+    (t, sw)
+}
+
+#[test]
+fn lookup_sends_each_packet_to_its_adjacency_kind() {
+    let (mut t, sw) = lookup_setup();
     let pkts = [
         udp6_l3("2001:db8::2", "2001:db8:1::2"),
         udp6_l3("2001:db8::2", "2001:db8::1"),
@@ -140,6 +147,59 @@ fn lookup_sends_each_packet_to_its_adjacency_kind() {
         ["drop_route"]
     );
     t.assert_counters(&[("drop_route", 1), ("no_route", 1)]);
+    t.assert_no_leaks();
+}
+
+/// `ip6-lookup`'s remembered adjacency: runs of packets on one adjacency (rewrite, local,
+/// glean) take the two-store path, drop-route packets are counted one by one, and a change
+/// of adjacency resolves again. A frame of drop-route packets runs first, so every next
+/// slot of the thread's scratch holds `error-drop`: a packet whose arc the two-store path
+/// did not write is dropped and missed here.
+#[test]
+fn lookup_remembers_the_adjacency_of_the_packet_before() {
+    let (mut t, sw) = lookup_setup();
+    let to = |dst: &str| udp6_l3("2001:db8::2", dst);
+    let lost: Vec<_> = (0..16)
+        .map(|i| to(&format!("2001:db8:3::{:x}", i + 1)))
+        .collect();
+    t.run_with(&lost, |h| h.rx_if = sw);
+    assert_eq!(t.drops().len(), 16);
+    let fwd = |i: u8| to(&format!("2001:db8:1::{i:x}"));
+    // rw, rw, drop, drop, rw, local, local, glean, glean, rw.
+    let pkts = [
+        fwd(1),
+        fwd(2),
+        to("2001:db8:3::1"),
+        to("2001:db8:3::2"),
+        fwd(3),
+        to("2001:db8::1"),
+        to("2001:db8::1"),
+        to("2001:db8::9"),
+        to("2001:db8::a"),
+        fwd(4),
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    let ip6 = sluice_vnet::ip6::shared(&mut t.h.vm).unwrap();
+    let adj = |a: &str| ip6.lookup(0, a.parse::<std::net::Ipv6Addr>().unwrap().into());
+    let rw = t.arc("ip6-rewrite");
+    assert_eq!(rw.len(), 4);
+    for (i, p) in rw.iter().enumerate() {
+        assert_eq!(p.data[39] as usize, i + 1, "in order");
+        assert_eq!(Some(p.hdr.ip.adj_index), adj("2001:db8:1::1"));
+    }
+    let local = t.arc("ip6-local");
+    assert_eq!(local.len(), 2);
+    for p in &local {
+        assert_eq!(Some(p.hdr.ip.adj_index), adj("2001:db8::1"));
+    }
+    let glean = t.arc("ip6-glean");
+    assert_eq!(glean.len(), 2);
+    for p in &glean {
+        assert_eq!(Some(p.hdr.ip.adj_index), adj("2001:db8::9"));
+    }
+    assert_ne!(adj("2001:db8::9"), adj("2001:db8::1"));
+    assert_eq!(t.drops().len(), 18, "16 before, 2 drop route");
+    t.assert_counters(&[("drop_route", 18)]);
     t.assert_no_leaks();
 }
 
