@@ -53,13 +53,11 @@
 //!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a key
 //!   equal to the previous packet's (across frames too) is not looked up again; a new
 //!   key's home slot in the open-addressing table (64-byte slots holding the entries) is
-//!   prefetched as soon as it is parsed ([`DecapTable::start`]). (2) look the new keys up,
-//!   [`LOOKUP_BATCH`] at a time as (3) reaches each batch's first key
+//!   prefetched as soon as it is parsed ([`DecapTable::start`]). (2) look the new keys up
 //!   ([`DecapTable::lookup_frame`]: the slots' keys compared, each hit's rx counters row
 //!   and, unless its frames go straight to `l2-input` (or, in an IPv4 table, its IP
 //!   packets to `ip4-input`/`ip6-input`), interface record prefetched, so
-//!   with thousands of tunnels a batch's cache misses overlap, and its entries are still
-//!   in L1 when its packets are finished). (3) finish:
+//!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
 //!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
 //!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
@@ -1552,15 +1550,6 @@ impl DecapTable {
     }
 }
 
-/// How many new keys [`DecapFrame`] looks up at a time ([`DecapTable::lookup_frame`]),
-/// each batch when its finish pass reaches the batch's first key: the batch's entry lines
-/// (which the lookups read) are still in L1 when their packets are finished, and its
-/// counters rows have been prefetched a batch of lookups earlier. A whole frame's lookups
-/// first, as before, touched two lines per new key (the slot, the row) for up to 256 keys
-/// before the first was used — 32 KB, the whole L1d — so with thousands of tunnels the
-/// finish pass missed again on the entries and the frame's buffers.
-pub(crate) const LOOKUP_BATCH: usize = 32;
-
 /// The outer tag of 802.1ad's pre-standard form (`ethernet-input` takes it as QinQ too).
 const QINQ_9100: u16 = 0x9100;
 
@@ -2065,14 +2054,12 @@ const NO_TABLE_KEY: TableKey = TableKey { w: [u64::MAX; 5] };
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
-/// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), then
-/// finish every packet, looking the new keys up in batches of `LOOKUP_BATCH` (32) as the
-/// finish pass reaches the first packet of a batch ([`DecapTable::lookup_frame`]: the
-/// slots' keys compared, each hit's counters row and interface record prefetched, so with
-/// thousands of tunnels the cache misses of a batch overlap instead of stalling each
-/// packet, and the batch's slots are still in cache when its packets are finished). It
-/// owns the thread's (table, src, dst, key) → tunnel table, which the control plane
-/// reaches through [`table_of`].
+/// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), look the
+/// new keys up together ([`DecapTable::lookup_frame`]: the slots' keys compared, each
+/// hit's counters row and interface record prefetched, so with thousands of tunnels the
+/// cache misses of the frame overlap instead of stalling each packet), then
+/// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
+/// control plane reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
     /// The protocol's parse/finish.
     pub proto: P,
@@ -2154,11 +2141,18 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 }
             }
         }
-        // Pass 2, in batches inside pass 3: the new keys' lookups, `LOOKUP_BATCH` at a
-        // time, when the finish pass reaches the first key of a batch. `looked`: the first
-        // key not looked up yet.
-        let (to_l2, to_l3) = (P::L2_DIRECT.is_some(), P::L3_DIRECT.is_some());
-        let mut looked = 1;
+        // Pass 2: the new keys' lookups, in stages over the frame.
+        let (keys, homes) = (&self.keys[1..new], &self.homes[1..new]);
+        let (found, to_l2) = (&mut self.found[1..new], P::L2_DIRECT.is_some());
+        let to_l3 = P::L3_DIRECT.is_some();
+        match P::IP6 {
+            true => self
+                .table
+                .lookup_frame::<true>(keys, homes, found, to_l2, to_l3),
+            false => self
+                .table
+                .lookup_frame::<false>(keys, homes, found, to_l2, to_l3),
+        }
         // Pass 3: finish.
         // The packet's key is `keys[at]`, its result `r`.
         let (mut at, mut r) = (0, self.found[0]);
@@ -2172,20 +2166,6 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 DONE => continue,
                 NEW => {
                     at += 1;
-                    if at == looked {
-                        let end = new.min(looked + LOOKUP_BATCH);
-                        let (keys, homes) = (&self.keys[looked..end], &self.homes[looked..end]);
-                        let found = &mut self.found[looked..end];
-                        match P::IP6 {
-                            true => self
-                                .table
-                                .lookup_frame::<true>(keys, homes, found, to_l2, to_l3),
-                            false => self
-                                .table
-                                .lookup_frame::<false>(keys, homes, found, to_l2, to_l3),
-                        }
-                        looked = end;
-                    }
                     r = self.found.get(at).copied().unwrap_or(MISS);
                 }
                 _ => {}

@@ -20,10 +20,9 @@
 //! inner flow hash; IPv6 UDP checksum computed).
 //!
 //! # `vxlan4-input` / `vxlan6-input` ([`VxlanInput`] in [`tunnel::DecapFrame`])
-//! A frame at a time: every packet parsed (the entries prefetched), then every packet
-//! decapsulated, the frame's new keys looked up 32 at a time ahead of it (each hit's
-//! counters row prefetched, and its interface record unless the frame goes to
-//! `l2-input`). The tunnel's L2 mode (up,
+//! A frame at a time: every packet parsed, the frame's keys looked up together (the
+//! entries prefetched, then each hit's counters row, and its interface record unless the
+//! frame goes to `l2-input`), then every packet decapsulated. The tunnel's L2 mode (up,
 //! cross-connect peer or bridge domain, no input redirect) is read from its decap entry,
 //! which vnet's interface-change hook keeps current ([`tunnel::if_changed`]).
 //! - uses: the outer IP header at `current_data` (validated by `ip4-input`/`ip6-input`,
