@@ -1786,17 +1786,22 @@ mod tests {
 
     /// [`two_threads`] on the session layer `shared`.
     fn two_threads_on(shared: &Shared, buffers: u32) -> Harness {
-        use sluice_graph::{CpuConfig, Vlib};
-        let g = graph(shared);
-        let cpu = CpuConfig {
-            main_core: None,
-            workers: vec![None],
-        };
         let pool = sluice_buffer::PoolConfig {
             buffers,
             ..sluice_graph::testing::test_pool()
         };
-        Harness::new(Vlib::new(g, &cpu, &pool).unwrap(), TCP4_INPUT)
+        two_threads_at(shared, &pool, TCP4_INPUT)
+    }
+
+    /// Main thread and one worker on the session layer `shared`, buffers from `pool`, the
+    /// harness injecting at `node`.
+    fn two_threads_at(shared: &Shared, pool: &sluice_buffer::PoolConfig, node: &str) -> Harness {
+        use sluice_graph::{CpuConfig, Vlib};
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: vec![None],
+        };
+        Harness::new(Vlib::new(graph(shared), &cpu, pool).unwrap(), node)
     }
 
     /// Whether `fd` is readable now.
@@ -1816,15 +1821,9 @@ mod tests {
     /// would wake the worker at once forever (100 % CPU while idle).
     #[test]
     fn a_worker_reads_its_eventfd_even_with_nothing_queued() {
-        use sluice_graph::{CpuConfig, Vlib};
         let (sm, _peer) = crate::session::tests::with_app_on(2);
         let shared: Shared = Arc::new(Mutex::new(sm));
-        let cpu = CpuConfig {
-            main_core: None,
-            workers: vec![None],
-        };
-        let vm = Vlib::new(graph(&shared), &cpu, &sluice_graph::testing::test_pool()).unwrap();
-        let mut h = Harness::new(vm, SESSION_QUEUE);
+        let mut h = two_threads_at(&shared, &sluice_graph::testing::test_pool(), SESSION_QUEUE);
         let efd = lock(&shared).apps[0].as_ref().unwrap().sluice_efds[1].as_raw_fd();
         let t0 = std::time::Instant::now();
         // The attach kicked the worker: it registers the eventfd with its epoll.
@@ -1850,7 +1849,6 @@ mod tests {
     #[test]
     fn a_worker_retries_the_events_its_queue_refused() {
         use crate::tcpsess::tests::{accepted_on, fill_queue, seg};
-        use sluice_graph::{CpuConfig, Vlib};
         let (mut sm, _peer) = crate::session::tests::with_app_on(2);
         let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
         sm.tcp_listen(0, l, 64, &crate::session::tests::locals())
@@ -1858,12 +1856,7 @@ mod tests {
         let (_, slot, r, snd) = accepted_on(&mut sm, l, 1, 4000..4200, 1)[0];
         fill_queue(&sm, 1);
         let shared: Shared = Arc::new(Mutex::new(sm));
-        let cpu = CpuConfig {
-            main_core: None,
-            workers: vec![None],
-        };
-        let vm = Vlib::new(graph(&shared), &cpu, &sluice_graph::testing::test_pool()).unwrap();
-        let mut h = Harness::new(vm, SESSION_QUEUE);
+        let mut h = two_threads_at(&shared, &sluice_graph::testing::test_pool(), SESSION_QUEUE);
         let t0 = std::time::Instant::now();
         // The attach kicked the worker: its first poll takes the graph (to be woken).
         while lock(&shared).graph.is_none() {
