@@ -1041,6 +1041,13 @@ fn decap_frames_with_malformed_and_repeated_keys() {
         let n = rx.get(v).copied().unwrap_or(0);
         assert!(n > 0, "{name}");
         assert_eq!(if_counter(&vm, name, ifc::RX_PACKETS), n, "{name}");
+        // What the operator reads: `show interface`'s rx packets row.
+        let show = cli(&mut vm, &t, &format!("show interface {name}"));
+        let shown = show
+            .lines()
+            .find_map(|l| l.split("rx packets").nth(1))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        assert_eq!(shown, Some(n), "{name}: {show}");
     }
     assert_eq!(in_use(&vm), 0);
 }
