@@ -25,7 +25,7 @@
 //!   `ip6_extension` (IPv6 extension headers before GRE), `no_such_tunnel` (unknown
 //!   (src, dst, key, type)).
 
-use crate::tunnel::{self, AddArgs, DecapKey, DecapProto, DecapTarget, Kind, Proto, Verdict};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
@@ -192,7 +192,7 @@ impl<const V6: bool> DecapProto for GreInput<V6> {
         &mut self,
         b: &mut Buffer<'_>,
         m: GreMeta,
-        e: &DecapTarget,
+        e: &DecapEntry,
         d: Option<tunnel::L3Direct>,
     ) -> Result<Next, GreCounter> {
         Ok(match m.et {

@@ -41,7 +41,7 @@
 //!   `signalling` (Echo Response, Error Indication, End Marker received: consumed),
 //!   `unsupported_type`, `echo_to_group` (Echo Request to a multicast address: dropped).
 
-use crate::tunnel::{self, AddArgs, DecapKey, DecapProto, DecapTarget, Kind, Proto, Verdict};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
@@ -406,7 +406,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         &mut self,
         b: &mut Buffer<'_>,
         (_, off): (u16, u16),
-        e: &DecapTarget,
+        e: &DecapEntry,
         direct: Option<tunnel::L3Direct>,
     ) -> Result<Next, GtpCounter> {
         let off = off as usize;

@@ -25,7 +25,7 @@
 //!   match the outer protocol), `ip6_extension` (IPv6 extension headers before the inner
 //!   packet), `no_such_tunnel`.
 
-use crate::tunnel::{self, AddArgs, DecapKey, DecapProto, DecapTarget, Kind, Proto, Verdict};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
@@ -129,7 +129,7 @@ impl<const V6: bool> DecapProto for IpipInput<V6> {
         &mut self,
         b: &mut Buffer<'_>,
         (ipl, et): (u16, u16),
-        e: &DecapTarget,
+        e: &DecapEntry,
         d: Option<tunnel::L3Direct>,
     ) -> Result<Next, IpipCounter> {
         Ok(tunnel::decap_l3(b, ipl as usize, e, et, d))

@@ -57,11 +57,9 @@
 //!   (`DecapTable::lookup_frame`: the slots' keys compared, each hit's rx counters row
 //!   and, unless its frames go straight to `l2-input` (or, in an IPv4 table, its IP
 //!   packets to `ip4-input`/`ip6-input`), interface record prefetched, so
-//!   with thousands of tunnels a frame's cache misses overlap; what each hit yields is
-//!   copied into a frame array, [`DecapHit`], so the finish pass does not read the slot
-//!   again after the other keys' lookups evicted it). (3) finish:
+//!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
-//!   mode — kept in its entry, [`DecapTarget::mode`] — goes straight to `l2-input` instead,
+//!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
 //!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
 //!   to `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
@@ -75,7 +73,7 @@
 //!   second [`DecapProto::L2_DIRECT`] arc) for an untagged frame of an up L2 tunnel
 //!   without an input redirect or `l2-input` feature; `ip4-input`/`ip6-input`
 //!   ([`DecapProto::L3_DIRECT`]: GRE, IP-in-IP, GTP-U) for an untraced IP packet of an up
-//!   L3 tunnel without an input redirect (kept in its entry, [`DecapTarget::routed`];
+//!   L3 tunnel without an input redirect (kept in its entry, [`DecapEntry::routed`];
 //!   [`l3_fibs`] once per tunnel per frame,
 //!   [`decap_l3`]: `ip.fib_index` = the tunnel's table, as `ethernet-input` sets it);
 //!   protocol replies (GTP-U).
@@ -818,18 +816,17 @@ impl RxRow {
     fn get(&self) -> &[Counter; sluice_vnet::interface::counter::N] {
         // SAFETY: a `RxRow` lives only in a `DecapEntry` of a `DecapTable`, which keeps
         // the `Arc<IfCounters>` owning the row (a boxed slice, never reallocated) in
-        // `keep` at the same index for exactly as long as the entry exists, or in a
-        // `DecapHit` copied from one by the `DecapFrame` owning the table, which reads a
-        // copy only in the frame that made it or (the last key's) the frames after while
-        // the table is unchanged (every change goes through `DecapFrame::table`, which
-        // forgets it); `DecapEntry`, `DecapTarget` and `DecapHit` are neither `Clone` nor
-        // constructible outside this module, so the row cannot outlive the table.
+        // `keep` at the same index for exactly as long as the entry exists; `DecapEntry`
+        // is neither `Clone` nor constructible outside this module, so the row cannot
+        // outlive the borrow of the table it is reached through.
         unsafe { self.0.as_ref() }
     }
 }
 
-/// A slot of a [`DecapTable`]: one cache line, the tunnel's full decap key (what a lookup
-/// compares) beside what a packet needs ([`DecapTarget`], which it derefs to).
+/// A slot of a [`DecapTable`] and what a decap hit yields: one cache line, the tunnel's
+/// full decap key (what a lookup compares) beside what the packet needs, among it
+/// this thread's row of the tunnel's counters and the tunnel interface's L2 mode (so an
+/// L2 decap needs no read of the interface's record: [`DecapEntry::mode`]).
 #[repr(C, align(64))]
 pub struct DecapEntry {
     /// The key, as [`pack`] packs it (set by [`DecapTable::insert`]). In an IPv4 table
@@ -837,24 +834,6 @@ pub struct DecapEntry {
     /// word 2 holds the tunnel interface's tables ([`DecapEntry::fibs4`]), where a key's
     /// is zero, and words 3-4 are unused.
     words: [u64; 5],
-    /// What a hit yields.
-    to: DecapTarget,
-}
-
-impl std::ops::Deref for DecapEntry {
-    type Target = DecapTarget;
-    #[inline(always)]
-    fn deref(&self) -> &DecapTarget {
-        &self.to
-    }
-}
-
-/// What a decap hit yields (24 bytes of a [`DecapEntry`]): the tunnel interface, where the
-/// inner packet goes, this thread's row of the tunnel's counters and the tunnel
-/// interface's L2 mode (so an L2 decap needs no read of the interface's record:
-/// [`DecapTarget::mode`]).
-#[repr(C)]
-pub struct DecapTarget {
     /// This thread's row of the tunnel's counters (rx packets/bytes).
     rx: RxRow,
     /// The tunnel interface.
@@ -891,66 +870,8 @@ fn pack_mode(m: L2Mode) -> (u16, u8) {
 }
 
 const _: () = assert!(std::mem::size_of::<Option<DecapEntry>>() == 64);
-const _: () = assert!(std::mem::size_of::<Option<DecapHit>>() == 32);
 
-/// A decap hit as [`DecapFrame`]'s lookup pass copies it out of its slot for the finish
-/// pass (`DecapTable::lookup_frame`): the [`DecapTarget`] (which it derefs to) and an
-/// IPv4 table's interface tables — 32 bytes a new key in a frame array read in order,
-/// where the slot itself (a line a key, anywhere in the table) was often evicted again
-/// by the other keys' lookups before its packets were finished. Not `Clone`: only this
-/// module makes one (its row pointer is valid while the table that made it is unchanged).
-pub struct DecapHit {
-    /// What the entry yields.
-    to: DecapTarget,
-    /// The entry's word 2 (an IPv4 table: [`DecapEntry::fibs4`]; an IPv6 one: 0).
-    fibs: u64,
-}
-
-impl std::ops::Deref for DecapHit {
-    type Target = DecapTarget;
-    #[inline(always)]
-    fn deref(&self) -> &DecapTarget {
-        &self.to
-    }
-}
-
-impl DecapHit {
-    /// The copy of entry `e` (of a table of family `v6`).
-    #[inline(always)]
-    fn of(e: &DecapEntry, v6: bool) -> Self {
-        DecapHit {
-            to: e.to.dup(),
-            fibs: if v6 { 0 } else { e.words[2] },
-        }
-    }
-    /// A copy of this copy (the last frame's last hit, carried into the next frame).
-    #[inline(always)]
-    fn dup(&self) -> Self {
-        DecapHit {
-            to: self.to.dup(),
-            fibs: self.fibs,
-        }
-    }
-    /// [`DecapEntry::fibs4`] of the entry copied (an IPv4 table's).
-    #[inline(always)]
-    pub fn fibs4(&self) -> [u32; 2] {
-        [self.fibs as u32, (self.fibs >> 32) as u32]
-    }
-}
-
-impl DecapTarget {
-    /// A copy (only for [`DecapHit`]: see there).
-    #[inline(always)]
-    fn dup(&self) -> Self {
-        DecapTarget {
-            rx: RxRow(self.rx.0),
-            sw_if: self.sw_if,
-            next: self.next,
-            mode: self.mode,
-            mac: self.mac,
-            bits: self.bits,
-        }
-    }
+impl DecapEntry {
     /// Ethernet inside (for protocols that carry either: GTP-U).
     #[inline(always)]
     pub fn l2(&self) -> bool {
@@ -974,6 +895,14 @@ impl DecapTarget {
     pub fn routed(&self) -> bool {
         self.bits & BIT_ROUTED != 0
     }
+    /// The tunnel interface's IPv4 and IPv6 tables as the control plane last published
+    /// them, in an IPv4 table's entry (the third key word, which its keys leave unread:
+    /// `TableKey`); an IPv6 table's entry has no room (its decap nodes read
+    /// [`l3_fibs`]).
+    #[inline(always)]
+    pub fn fibs4(&self) -> [u32; 2] {
+        [self.words[2] as u32, (self.words[2] >> 32) as u32]
+    }
     /// Adds a received packet of `bytes` bytes to the tunnel's counters.
     #[inline(always)]
     fn count_rx(&self, bytes: u64) {
@@ -989,17 +918,6 @@ impl DecapTarget {
         let p = self.rx.0.as_ptr();
         sluice_infra::prefetch(p);
         sluice_infra::prefetch(p.cast::<u8>().wrapping_add(RX_LAST));
-    }
-}
-
-impl DecapEntry {
-    /// The tunnel interface's IPv4 and IPv6 tables as the control plane last published
-    /// them, in an IPv4 table's entry (the third key word, which its keys leave unread:
-    /// `TableKey`); an IPv6 table's entry has no room (its decap nodes read
-    /// [`l3_fibs`]).
-    #[inline(always)]
-    pub fn fibs4(&self) -> [u32; 2] {
-        [self.words[2] as u32, (self.words[2] >> 32) as u32]
     }
     /// The key this entry was inserted under, as its table packs it.
     fn key(&self) -> TableKey {
@@ -1277,14 +1195,12 @@ impl DecapTable {
         // The entry (and its row pointer) first, then what keeps the row.
         self.slots[i] = Some(DecapEntry {
             words,
-            to: DecapTarget {
-                rx,
-                sw_if: e.sw_if,
-                next: e.next,
-                mode,
-                mac: e.mac,
-                bits: bits | if e.l2 { BIT_L2 } else { 0 } | if e.routed { BIT_ROUTED } else { 0 },
-            },
+            rx,
+            sw_if: e.sw_if,
+            next: e.next,
+            mode,
+            mac: e.mac,
+            bits: bits | if e.l2 { BIT_L2 } else { 0 } | if e.routed { BIT_ROUTED } else { 0 },
         });
         self.keep[i] = Some(e.counters.clone());
         Ok(())
@@ -1363,7 +1279,7 @@ impl DecapTable {
             }
         }
     }
-    /// Sets the L2 mode, [`DecapTarget::routed`] and (an IPv4 table's) the interface's
+    /// Sets the L2 mode, [`DecapEntry::routed`] and (an IPv4 table's) the interface's
     /// tables ([`DecapEntry::fibs4`]) of the tunnel of key `k` (of interface `sw_if`: an
     /// entry of another interface is left alone).
     pub fn set_mode(&mut self, k: &DecapKey, sw_if: u32, m: L2Mode, routed: bool, fibs: [u32; 2]) {
@@ -1372,8 +1288,8 @@ impl DecapTable {
         if let Some(Some(e)) = self.slots.get_mut(i as usize) {
             if e.sw_if == sw_if {
                 let (mode, bits) = pack_mode(m);
-                e.to.mode = mode;
-                e.to.bits = (e.to.bits & BIT_L2) | bits | if routed { BIT_ROUTED } else { 0 };
+                e.mode = mode;
+                e.bits = (e.bits & BIT_L2) | bits | if routed { BIT_ROUTED } else { 0 };
                 if !v6 {
                     e.words[2] = fibs_word(fibs);
                 }
@@ -1419,7 +1335,7 @@ pub enum L2Mode {
 
 /// An interface's [`L2Mode`] from its record (what `ethernet-input` reads: admin state,
 /// cross-connect, bridge domain, input redirect), without its `l2-input` features. The
-/// control plane keeps it in the tunnel's decap entries ([`DecapTarget::mode`]), through
+/// control plane keeps it in the tunnel's decap entries ([`DecapEntry::mode`]), through
 /// vnet's interface-change hook ([`if_changed`]).
 pub fn if_mode(a: &IfAttr) -> L2Mode {
     use std::sync::atomic::Ordering::Relaxed;
@@ -1434,7 +1350,7 @@ pub fn if_mode(a: &IfAttr) -> L2Mode {
 }
 
 /// Sends the decapsulated Ethernet frame `b` of tunnel `e` straight to `l2-input` (arc
-/// `to`) when the mode its entry keeps ([`DecapTarget::mode`]) is cross-connect or bridge
+/// `to`) when the mode its entry keeps ([`DecapEntry::mode`]) is cross-connect or bridge
 /// and the tunnel has no `l2-input` feature (else `ethernet-input` sends the frame to it;
 /// the features are read only when some interface has one), as VPP's decap nodes do,
 /// setting what `ethernet-input` would have: `l2.l2_hdr_offset`, and `tx_if` = the
@@ -1444,7 +1360,7 @@ pub fn if_mode(a: &IfAttr) -> L2Mode {
 /// [`L2Mode`] made: decoding one and caching it per tunnel cost more at each change of
 /// tunnel than these few loads).
 #[inline(always)]
-pub fn l2_direct(b: &mut Buffer<'_>, t: L2Tables<'_>, e: &DecapTarget, to: Next) -> Option<Next> {
+pub fn l2_direct(b: &mut Buffer<'_>, t: L2Tables<'_>, e: &DecapEntry, to: Next) -> Option<Next> {
     let kind = e.bits & (MODE_XC | MODE_BD);
     if kind == 0 {
         return None;
@@ -1487,7 +1403,7 @@ pub struct L3Arcs {
 /// Whether an interface's decapsulated IP packets may skip `ethernet-input` ([`decap_l3`]
 /// with an [`L3Direct`]), from its record: an admin-up L3 interface without an input
 /// redirect (what `ethernet-input` would otherwise drop, switch or redirect). The control
-/// plane keeps it in the tunnel's decap entries ([`DecapTarget::routed`]) beside the L2
+/// plane keeps it in the tunnel's decap entries ([`DecapEntry::routed`]) beside the L2
 /// mode, through the same hook ([`if_changed`]).
 pub fn if_routed(a: &IfAttr) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
@@ -1509,7 +1425,7 @@ fn fibs_word(f: [u32; 2]) -> u64 {
 }
 
 /// The IPv4 and IPv6 tables of tunnel `sw_if`, for the IP packets of a tunnel whose entry
-/// says [`DecapTarget::routed`], in an IPv6 table (an IPv4 table's entry has them:
+/// says [`DecapEntry::routed`], in an IPv6 table (an IPv4 table's entry has them:
 /// [`DecapEntry::fibs4`]). From the record `DecapTable::lookup_frame` prefetched,
 /// once per tunnel per frame.
 #[inline]
@@ -1576,8 +1492,7 @@ impl DecapTable {
         let p = pack(k, self.v6);
         self.probe(&p, self.home_of(&p) as usize, self.v6)
     }
-    /// Looks up every `keys[t]` into `out[t]` (a slot or [`MISS`]) and `hits[t]` (a copy
-    /// of what the hit yields, [`DecapHit`], for the finish pass), probing from
+    /// Looks up every `keys[t]` into `out[t]` (a slot or [`MISS`]), probing from
     /// `homes[t]` (from [`DecapTable::start`], which prefetched the slot when the packet
     /// was parsed), and for each hit prefetches its counters row (this thread's, which the
     /// entry points at) and the tunnel's interface record (what `ethernet-input` or
@@ -1594,15 +1509,13 @@ impl DecapTable {
         keys: &[TableKey],
         homes: &[u32],
         out: &mut [u32],
-        hits: &mut [Option<DecapHit>],
         l2_direct: bool,
         l3_direct: bool,
     ) {
         debug_assert_eq!(V6, self.v6);
         let attrs = self.if_attrs.as_deref();
-        let n = keys.len().min(homes.len()).min(out.len()).min(hits.len());
+        let n = keys.len().min(homes.len()).min(out.len());
         let (keys, homes, out) = (&keys[..n], &homes[..n], &mut out[..n]);
-        let hits = &mut hits[..n];
         let (slots, m) = (&*self.slots, self.slots.len() - 1);
         for t in 0..n {
             let (k, mut i) = (&keys[t], homes[t] as usize & m);
@@ -1615,11 +1528,9 @@ impl DecapTable {
             };
             let Some(e) = e else {
                 out[t] = MISS;
-                hits[t] = None;
                 continue;
             };
             out[t] = i as u32;
-            hits[t] = Some(DecapHit::of(e, V6));
             e.prefetch_rx();
             // Nothing reads the record of a tunnel whose frames go straight to `l2-input`,
             // nor (in an IPv4 table, whose entries keep the tables) of an up L3 tunnel
@@ -1684,7 +1595,7 @@ pub(crate) fn is_group<const V6: bool>(dst: u128) -> bool {
 /// Strips `n` bytes of outer headers and hands the inner packet to tunnel `e`: `rx_if`,
 /// rx counters.
 #[inline(always)]
-pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapTarget) -> Next {
+pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
     b.advance(n);
     b.hdr.rx_if = e.sw_if;
     b.hdr.flags &= !LOCALLY_ORIGINATED;
@@ -1710,7 +1621,7 @@ pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapTarget) -> Next {
 pub fn decap_l3(
     b: &mut Buffer<'_>,
     n: usize,
-    e: &DecapTarget,
+    e: &DecapEntry,
     et: u16,
     d: Option<L3Direct>,
 ) -> Next {
@@ -2090,7 +2001,7 @@ pub trait DecapProto: Default + Send + 'static {
         &mut self,
         b: &mut Buffer<'_>,
         m: Self::Meta,
-        e: &DecapTarget,
+        e: &DecapEntry,
         d: Option<L3Direct>,
     ) -> Result<Next, Self::Counter>;
     /// A packet whose key `k` is no tunnel's: dropped as `no_such_tunnel` unless the
@@ -2163,17 +2074,13 @@ pub struct DecapFrame<P: DecapProto> {
     homes: [u32; FRAME_SIZE + 1],
     /// Their lookup results (a slot or [`MISS`]), by position in `keys`.
     found: [u32; FRAME_SIZE + 1],
-    /// What their hits yield (None: a miss), by position in `keys`, copied by the lookup
-    /// pass: the finish pass reads these, not the slots again. Valid for the frame that
-    /// wrote them (`hits[0]`, the last frame's last key's, is set at the frame's start).
-    hits: Box<[Option<DecapHit>; FRAME_SIZE + 1]>,
     metas: Box<[P::Meta; FRAME_SIZE]>,
     /// Per packet: [`DONE`], [`SAME`] or [`NEW`].
     state: [u8; FRAME_SIZE],
     nexts: [u16; FRAME_SIZE],
-    /// The last key looked up, its result and its position in `hits` (kept across frames;
-    /// cleared by any change of the table).
-    last: Option<(TableKey, u32, usize)>,
+    /// The last key looked up and its result (kept across frames; cleared by any change
+    /// of the table).
+    last: Option<(TableKey, u32)>,
 }
 
 impl<P: DecapProto> Default for DecapFrame<P> {
@@ -2184,7 +2091,6 @@ impl<P: DecapProto> Default for DecapFrame<P> {
             keys: Box::new([TableKey::default(); FRAME_SIZE + 1]),
             homes: [0; FRAME_SIZE + 1],
             found: [MISS; FRAME_SIZE + 1],
-            hits: Box::new(std::array::from_fn(|_| None)),
             metas: Box::new([P::Meta::default(); FRAME_SIZE]),
             state: [DONE; FRAME_SIZE],
             nexts: [0; FRAME_SIZE],
@@ -2200,17 +2106,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let frame = &frame[..n];
         // `keys[0]` is the last frame's last key and `found[0]` its result (or a key no
         // packet has, not found): the frame's new keys are `keys[1..new]`.
-        (self.keys[0], self.found[0], self.hits[0]) = match self.last {
-            Some((k, r, at)) => (
-                k,
-                r,
-                self.hits
-                    .get(at)
-                    .and_then(Option::as_ref)
-                    .map(DecapHit::dup),
-            ),
-            None => (NO_TABLE_KEY, MISS, None),
-        };
+        (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_TABLE_KEY, MISS));
         // Pass 1: parse.
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
         let mut new = 1;
@@ -2248,14 +2144,14 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         // Pass 2: the new keys' lookups, in stages over the frame.
         let (keys, homes) = (&self.keys[1..new], &self.homes[1..new]);
         let (found, to_l2) = (&mut self.found[1..new], P::L2_DIRECT.is_some());
-        let (hits, to_l3) = (&mut self.hits[1..new], P::L3_DIRECT.is_some());
+        let to_l3 = P::L3_DIRECT.is_some();
         match P::IP6 {
             true => self
                 .table
-                .lookup_frame::<true>(keys, homes, found, hits, to_l2, to_l3),
+                .lookup_frame::<true>(keys, homes, found, to_l2, to_l3),
             false => self
                 .table
-                .lookup_frame::<false>(keys, homes, found, hits, to_l2, to_l3),
+                .lookup_frame::<false>(keys, homes, found, to_l2, to_l3),
         }
         // Pass 3: finish.
         // The packet's key is `keys[at]`, its result `r`.
@@ -2276,7 +2172,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             }
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
-            let e = self.hits.get(at).and_then(Option::as_ref);
+            let e = self.table.entry(r);
             if b.hdr.is_traced() {
                 cx.trace(
                     &b,
@@ -2331,7 +2227,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             cx.count(P::DECAPSULATED, decapsulated);
         }
         if new > 1 {
-            self.last = Some((prev, r, at));
+            self.last = Some((prev, r));
         }
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
@@ -2985,17 +2881,9 @@ mod tests {
         let keys: Vec<TableKey> = keys.iter().map(|k| t.pack(k)).collect();
         let homes: Vec<u32> = keys.iter().map(|k| t.start(k, t.v6)).collect();
         let mut out = vec![0; keys.len()];
-        let mut hits: Vec<Option<DecapHit>> = keys.iter().map(|_| None).collect();
         match t.v6 {
-            true => t.lookup_frame::<true>(&keys, &homes, &mut out, &mut hits, false, false),
-            false => t.lookup_frame::<false>(&keys, &homes, &mut out, &mut hits, false, false),
-        }
-        // The copies the finish pass reads are the slots' tunnels (and tables).
-        for (&r, h) in out.iter().zip(&hits) {
-            assert_eq!(h.as_ref().map(|h| h.sw_if), sw_of(t, r));
-            if let (false, Some(h)) = (t.v6, h) {
-                assert_eq!(Some(h.fibs4()), t.entry(r).map(|e| e.fibs4()));
-            }
+            true => t.lookup_frame::<true>(&keys, &homes, &mut out, false, false),
+            false => t.lookup_frame::<false>(&keys, &homes, &mut out, false, false),
         }
         out.iter().map(|&r| sw_of(t, r)).collect()
     }

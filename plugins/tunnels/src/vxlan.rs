@@ -42,7 +42,7 @@
 //!   `no_group_tunnel` (to a multicast group: no tunnel of the group and VNI whose
 //!   `mcast` interface is the rx interface).
 
-use crate::tunnel::{self, AddArgs, DecapKey, DecapProto, DecapTarget, Kind, Proto, Verdict};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
@@ -172,7 +172,7 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
         &mut self,
         b: &mut Buffer<'_>,
         ipl: u16,
-        e: &DecapTarget,
+        e: &DecapEntry,
         _: Option<tunnel::L3Direct>,
     ) -> Result<Next, VxlanCounter> {
         Ok(tunnel::decap_to(b, ipl as usize + UDP_VXLAN, e))
