@@ -53,8 +53,8 @@
 //!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a key
 //!   equal to the previous packet's (across frames too) is not looked up again; a new
 //!   key's home slot in the open-addressing table (64-byte slots holding the entries) is
-//!   prefetched as soon as it is parsed ([`DecapTable::start`]). (2) look the new keys up
-//!   ([`DecapTable::lookup_frame`]: the slots' keys compared, each hit's rx counters row
+//!   prefetched as soon as it is parsed (`DecapTable::start`). (2) look the new keys up
+//!   (`DecapTable::lookup_frame`: the slots' keys compared, each hit's rx counters row
 //!   and, unless its frames go straight to `l2-input` (or, in an IPv4 table, its IP
 //!   packets to `ip4-input`/`ip6-input`), interface record prefetched, so
 //!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
@@ -897,7 +897,7 @@ impl DecapEntry {
     }
     /// The tunnel interface's IPv4 and IPv6 tables as the control plane last published
     /// them, in an IPv4 table's entry (the third key word, which its keys leave unread:
-    /// [`TableKey`]); an IPv6 table's entry has no room (its decap nodes read
+    /// `TableKey`); an IPv6 table's entry has no room (its decap nodes read
     /// [`l3_fibs`]).
     #[inline(always)]
     pub fn fibs4(&self) -> [u32; 2] {
@@ -1079,7 +1079,7 @@ const MIN_SLOTS: usize = 8;
 /// the control plane changes it through `foreach_thread`): open addressing with linear
 /// probing over 64-byte slots that hold the entries themselves ([`DecapEntry`]: the full
 /// key beside what a packet needs), at most half full. A lookup computes the key's home
-/// slot, which [`DecapTable::start`] prefetches as soon as a packet's key is parsed, and
+/// slot, which `DecapTable::start` prefetches as soon as a packet's key is parsed, and
 /// compares the keys of the slots from there to the first empty one: a hit is usually one
 /// cache line, the one prefetched. Deletion shifts the entries after the hole back
 /// (no tombstones: a miss still ends at the first empty slot). The hash is seeded per
@@ -1125,7 +1125,7 @@ pub enum InsertError {
     NoRow,
     /// An IPv6 key (an address wider than 32 bits) in an IPv4 table, which keeps 32.
     Family,
-    /// An underlay table index from [`MAX_FIB`] up (the key's bits for the sub-type).
+    /// An underlay table index from `MAX_FIB` up (the key's bits for the sub-type).
     Table,
 }
 
@@ -1296,7 +1296,7 @@ impl DecapTable {
             }
         }
     }
-    /// The interface table whose records [`DecapTable::lookup_frame`] prefetches, and
+    /// The interface table whose records `DecapTable::lookup_frame` prefetches, and
     /// the feature table with `ethernet-input`'s slot ([`l2_direct`]).
     pub fn set_if_attrs(&mut self, a: Option<IfAttrs>, l2: Option<(Arc<FeatureNext>, usize)>) {
         self.if_attrs = a;
@@ -1426,7 +1426,7 @@ fn fibs_word(f: [u32; 2]) -> u64 {
 
 /// The IPv4 and IPv6 tables of tunnel `sw_if`, for the IP packets of a tunnel whose entry
 /// says [`DecapEntry::routed`], in an IPv6 table (an IPv4 table's entry has them:
-/// [`DecapEntry::fibs4`]). From the record [`DecapTable::lookup_frame`] prefetched,
+/// [`DecapEntry::fibs4`]). From the record `DecapTable::lookup_frame` prefetched,
 /// once per tunnel per frame.
 #[inline]
 pub fn l3_fibs(ifs: &[IfAttr], sw_if: u32) -> [u32; 2] {
@@ -1969,7 +1969,7 @@ pub trait DecapProto: Default + Send + 'static {
     /// What `parse` hands `finish` about a packet (header lengths, inner type).
     type Meta: Copy + Default + Send + 'static;
     /// The underlay family: IPv6 (else IPv4, whose keys the node packs in two words:
-    /// [`TableKey`]).
+    /// `TableKey`).
     const IP6: bool;
     /// The decap nodes' counters.
     type Counter: CounterId;
@@ -2055,7 +2055,7 @@ const NO_TABLE_KEY: TableKey = TableKey { w: [u64::MAX; 5] };
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
 /// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), look the
-/// new keys up together ([`DecapTable::lookup_frame`]: the slots' keys compared, each
+/// new keys up together (`DecapTable::lookup_frame`: the slots' keys compared, each
 /// hit's counters row and interface record prefetched, so with thousands of tunnels the
 /// cache misses of the frame overlap instead of stalling each packet), then
 /// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
