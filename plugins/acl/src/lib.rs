@@ -794,9 +794,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         if proto == 6 && b.data().len() < off + 20 + 14 {
             return None;
         }
-        let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
-        let p = Packed4::of(sw_if, proto, be32(12), be16(20), be32(16), be16(22));
+        let addrs = u64::from_be_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]);
+        let ports = u32::from_be_bytes([h[20], h[21], h[22], h[23]]);
+        let p = Packed4::of_words(sw_if, proto, addrs, ports);
         Some((p, proto))
     }
 
