@@ -60,7 +60,7 @@ pub mod rules;
 pub mod session;
 
 use rules::{Action, Classifier, Key, Rule};
-use session::{Packed4, SessKey, Session, Table, TcpReject, TcpSeg, Timeouts};
+use session::{Cutoffs, Packed4, SessKey, Session, Table, TcpReject, TcpSeg, Timeouts};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
 use sluice_graph::{
@@ -708,6 +708,9 @@ struct Fc<'a> {
     /// Threads owning sessions (workers, or the main thread alone).
     owners: usize,
     now: f64,
+    /// The sessions' expiry cutoffs at `now` ([`Cutoffs`]: the timeouts subtracted once a
+    /// frame, not at every hit).
+    cut: Cutoffs,
     /// The session table's [`Table::changes`] as the frame started (the look-ahead's
     /// misses are looked up again once the frame changed the table).
     changes: u32,
@@ -794,9 +797,9 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         if proto == 6 && b.data().len() < off + 20 + 14 {
             return None;
         }
-        let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
-        let p = Packed4::of(sw_if, proto, be32(12), be16(20), be32(16), be16(22));
+        let addrs = u64::from_be_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]);
+        let ports = u32::from_be_bytes([h[20], h[21], h[22], h[23]]);
+        let p = Packed4::of_words(sw_if, proto, addrs, ports);
         Some((p, proto))
     }
 
@@ -927,7 +930,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         proto: u8,
     ) -> Result<Verdict, Probed> {
         let off = if OUT { 14 } else { 0 };
-        let Some(s) = fc.t.sessions.at4(slot, pk, fc.now, &fc.cur.timeouts) else {
+        let Some(s) = fc.t.sessions.at4(slot, pk, &fc.cut) else {
             return Err(Probed::Yes { live: false });
         };
         let from_init = src_lo == s.init_lo;
@@ -965,12 +968,14 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         let arena = cx.arena();
         let me = cx.thread();
         let changes = guard.sessions.changes();
+        let now = cx.now_secs();
         let mut fc = Fc {
             t: &mut guard,
             cur,
             me,
             owners: self.shared.threads().len().saturating_sub(1),
-            now: cx.now_secs(),
+            now,
+            cut: Cutoffs::at(now, &cur.timeouts),
             changes,
         };
         let mut tally = Tally::default();
@@ -1160,7 +1165,6 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         probed: Probed,
     ) -> Verdict {
         let (sw_if, off) = (ic.sw_if, if OUT { 14 } else { 0 });
-        let cur = fc.cur;
         let pass = Verdict::Next(ic.pass);
         let list = ic.list;
         let Some(k) = b.data().get(off..).and_then(|d| key_of(d, V6)) else {
@@ -1197,7 +1201,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             }
             b.hdr.handoff_thread = 0;
             let s = match probed {
-                Probed::No => fc.t.sessions.lookup(key, fc.now, &cur.timeouts),
+                Probed::No => fc.t.sessions.lookup(key, &fc.cut),
                 Probed::Yes { .. } => None,
             };
             if let Some(s) = s {
@@ -2575,7 +2579,8 @@ mod tests {
             .1
             .key();
         for th in t.h.vm.ext_mut::<AclMain>().shared.threads() {
-            if let Some(s) = lock(th).sessions.lookup(&ka, 0.0, &Timeouts::default()) {
+            let c = Cutoffs::at(0.0, &Timeouts::default());
+            if let Some(s) = lock(th).sessions.lookup(&ka, &c) {
                 s.last = -1e9;
             }
         }

@@ -50,6 +50,28 @@ pub struct Timeouts {
     pub tcp_transient: u32,
 }
 
+/// The last-packet times ([`Session::last`]) at or before which a session has expired at
+/// one time, by timeout: the timeouts subtracted from that time once (a frame's, a
+/// lookup's), not converted and subtracted at every hit.
+#[derive(Copy, Clone, Debug)]
+pub struct Cutoffs {
+    udp: f64,
+    tcp_idle: f64,
+    tcp_transient: f64,
+}
+
+impl Cutoffs {
+    /// The cutoffs of timeouts `t` at `now`.
+    #[inline(always)]
+    pub fn at(now: f64, t: &Timeouts) -> Cutoffs {
+        Cutoffs {
+            udp: now - t.udp_idle as f64,
+            tcp_idle: now - t.tcp_idle as f64,
+            tcp_transient: now - t.tcp_transient as f64,
+        }
+    }
+}
+
 impl Default for Timeouts {
     /// VPP's defaults.
     fn default() -> Self {
@@ -177,39 +199,56 @@ pub struct Packed4 {
     pub pk: [u64; 2],
     /// The packet's source is the key's `lo` end.
     pub src_lo: bool,
-    /// `lo`, `hi` as `address << 16 | port` (for the owner hash).
-    ends: [u64; 2],
 }
 
 impl Packed4 {
     /// The key of `src:sport -> dst:dport` of protocol `proto` on `sw_if` (< 2^23).
     #[inline(always)]
     pub fn of(sw_if: u32, proto: u8, src: u32, sport: u16, dst: u32, dport: u16) -> Packed4 {
+        Packed4::of_words(
+            sw_if,
+            proto,
+            (src as u64) << 32 | dst as u64,
+            (sport as u32) << 16 | dport as u32,
+        )
+    }
+
+    /// [`Packed4::of`] from the IPv4 header's address words as they lie (bytes 12..20 read
+    /// big-endian: `src << 32 | dst`) and the L4 header's port word (bytes 0..4:
+    /// `sport << 16 | dport`). The key's first word is `addrs` or its halves swapped, its
+    /// ports `ports` or its halves swapped: two loads, two byte swaps and two selects,
+    /// where ordering the ends as numbers and packing them again took twice the
+    /// instructions.
+    #[inline(always)]
+    pub fn of_words(sw_if: u32, proto: u8, addrs: u64, ports: u32) -> Packed4 {
         // Bit 23 and up clear: what keeps a packed key from ever being `FREE` (or a wide
         // key's `pk`); the callers route wider interfaces to the `SessKey` path.
         debug_assert!(sw_if >> 23 == 0);
         // `(address, port)` ordered as one 48-bit number: `SessKey::of`'s tuple order.
-        let x = (src as u64) << 16 | sport as u64;
-        let y = (dst as u64) << 16 | dport as u64;
+        let x = (addrs >> 32) << 16 | (ports >> 16) as u64;
+        let y = (addrs & 0xffff_ffff) << 16 | (ports & 0xffff) as u64;
         let src_lo = x <= y;
-        let (lo, hi) = if src_lo { (x, y) } else { (y, x) };
+        let (a, p) = if src_lo {
+            (addrs, ports)
+        } else {
+            (addrs.rotate_left(32), ports.rotate_left(16))
+        };
         Packed4 {
-            pk: pack4(lo >> 16, lo as u16, hi >> 16, hi as u16, proto, sw_if),
+            pk: [a, (p as u64) << 32 | (proto as u64) << 24 | sw_if as u64],
             src_lo,
-            ends: [lo, hi],
         }
     }
 
     /// [`SessKey::owner_hash`] of the same key.
     #[inline(always)]
     pub fn owner_hash(&self) -> u64 {
-        let [lo, hi] = self.ends;
+        let [a, b] = self.pk;
         owner_mix(
-            lo >> 16,
-            hi >> 16,
-            (lo & 0xffff) << 16 | (hi & 0xffff),
-            (self.pk[1] >> 24) as u8,
-            self.pk[1] as u32 & 0x7f_ffff,
+            a >> 32,
+            a & 0xffff_ffff,
+            b >> 32,
+            (b >> 24) as u8,
+            b as u32 & 0x7f_ffff,
         )
     }
 }
@@ -536,10 +575,21 @@ impl Session {
         }
     }
 
-    /// Whether it has expired at `now`.
+    /// Whether it has expired at `now` (its idle time reached the timeout that applies).
     #[inline(always)]
     pub fn expired(&self, now: f64, t: &Timeouts) -> bool {
-        now - self.last >= self.timeout(t) as f64
+        self.expired_by(&Cutoffs::at(now, t))
+    }
+
+    /// [`Session::expired`] at the time of cutoffs `c`.
+    #[inline(always)]
+    pub fn expired_by(&self, c: &Cutoffs) -> bool {
+        let cut = match self.proto {
+            6 if self.established() => c.tcp_idle,
+            6 => c.tcp_transient,
+            _ => c.udp,
+        };
+        self.last <= cut
     }
 
     /// A state name for `show`.
@@ -585,7 +635,9 @@ impl Session {
     pub fn touch(&mut self, from_init: bool, flags: u8, now: f64) {
         self.last = now;
         self.pkts[!from_init as usize] += 1;
-        if self.proto == 6 {
+        // A TCP segment without SYN, FIN or RST (the ACKs of a connection's life) changes
+        // no state bit: one test.
+        if self.proto == 6 && flags & (TCP_SYN | TCP_FIN | TCP_RST) != 0 {
             if flags & TCP_SYN != 0 {
                 self.tcp |= if from_init {
                     tcp::SYN_INIT
@@ -799,9 +851,9 @@ impl Table {
     /// [`Table::lookup`] of a narrow key by its packed words ([`Packed4`]): the digest and
     /// the comparison take two words, no [`SessKey`] is built.
     #[inline(always)]
-    pub fn lookup4(&mut self, pk: [u64; 2], now: f64, t: &Timeouts) -> Option<&mut Session> {
+    pub fn lookup4(&mut self, pk: [u64; 2], c: &Cutoffs) -> Option<&mut Session> {
         let i = self.find(self.digest4(pk));
-        self.at4(i, pk, now, t)
+        self.at4(i, pk, c)
     }
 
     /// [`Table::lookup4`] from slot `i`, what [`Table::find`] gave for the key's digest at
@@ -816,16 +868,20 @@ impl Table {
         &mut self,
         i: Option<u32>,
         pk: [u64; 2],
-        now: f64,
-        t: &Timeouts,
+        c: &Cutoffs,
     ) -> Option<&mut Session> {
         // A packet's key (a `Packed4`'s, interface below 2^23) is never `FREE`.
         debug_assert!(pk != FREE);
         let i = i?;
         // A free slot's `FREE` is no narrow key's `pk`: no liveness test of its own.
         let s = self.slots.get(i as usize)?;
-        let i = if s.pk == pk { i } else { self.find4(pk)? };
-        self.live_at(i, now, t)
+        if s.pk != pk {
+            // Not joined with the hit below: one index there, whose bounds test the
+            // compiler then drops (joined, the slot was tested twice).
+            let j = self.find4(pk)?;
+            return self.live_at(j, c);
+        }
+        self.live_at(i, c)
     }
 
     /// The slot of narrow key `pk`, every candidate of its digest tried: [`Table::at4`]'s
@@ -838,10 +894,10 @@ impl Table {
             .find(self.digest4(pk), |v| slots[v as usize].pk == pk)
     }
 
-    /// The session in slot `i` (live), unless it expired at `now` (then freed).
+    /// The session in slot `i` (live), unless it expired by cutoffs `c` (then freed).
     #[inline(always)]
-    fn live_at(&mut self, i: u32, now: f64, t: &Timeouts) -> Option<&mut Session> {
-        if self.slots[i as usize].expired(now, t) {
+    fn live_at(&mut self, i: u32, c: &Cutoffs) -> Option<&mut Session> {
+        if self.slots[i as usize].expired_by(c) {
             self.free_slot(i);
             self.stats.expired += 1;
             return None;
@@ -867,9 +923,9 @@ impl Table {
 
     /// The live session of `k` (an expired one is freed and not returned).
     #[inline(always)]
-    pub fn lookup(&mut self, k: &SessKey, now: f64, t: &Timeouts) -> Option<&mut Session> {
+    pub fn lookup(&mut self, k: &SessKey, c: &Cutoffs) -> Option<&mut Session> {
         let i = self.slot_of(self.digest(k), k)?;
-        self.live_at(i, now, t)
+        self.live_at(i, c)
     }
 
     /// Allocates the bucket array and the records for `max` sessions (untouched pages cost
@@ -1013,6 +1069,7 @@ impl Table {
             return 0;
         }
         let mut freed = 0;
+        let c = Cutoffs::at(now, t);
         for _ in 0..budget.min(n) {
             if self.scan >= n {
                 self.scan = 0;
@@ -1020,7 +1077,7 @@ impl Table {
             let i = self.scan;
             self.scan += 1;
             let s = &self.slots[i];
-            if s.is_live() && s.expired(now, t) {
+            if s.is_live() && s.expired_by(&c) {
                 self.free_slot(i as u32);
                 freed += 1;
             }
@@ -1284,14 +1341,17 @@ mod tests {
         s.key = key;
         tb.create(s).unwrap();
         let p = Packed4::of(7, 17, 0x1400_0001, 53, 0x0a00_0001, 4000);
-        assert_eq!(tb.lookup4(p.pk, 1.0, &t).map(|s| s.key), Some(key));
+        assert_eq!(
+            tb.lookup4(p.pk, &Cutoffs::at(1.0, &t)).map(|s| s.key),
+            Some(key)
+        );
         let p = Packed4::of(7, 17, 0x1400_0001, 54, 0x0a00_0001, 4000);
-        assert!(tb.lookup4(p.pk, 1.0, &t).is_none());
+        assert!(tb.lookup4(p.pk, &Cutoffs::at(1.0, &t)).is_none());
         let (wide, _) = SessKey::of(1 << 24, false, 17, (1, 1), (2, 2));
         assert_eq!(wide.packed(), None);
         // Expired: freed by the packed lookup too.
         let p = Packed4::of(7, 17, 0x0a00_0001, 4000, 0x1400_0001, 53);
-        assert!(tb.lookup4(p.pk, 1e6, &t).is_none());
+        assert!(tb.lookup4(p.pk, &Cutoffs::at(1e6, &t)).is_none());
         assert!(tb.is_empty());
     }
 
@@ -1347,7 +1407,10 @@ mod tests {
             (1, b0, FIRST_SESSIONS)
         );
         for i in 0..first {
-            assert!(tb.lookup(&mk(i, 0.0).key, 0.5, &t).is_some(), "{i}");
+            assert!(
+                tb.lookup(&mk(i, 0.0).key, &Cutoffs::at(0.5, &t)).is_some(),
+                "{i}"
+            );
         }
         // Within the interval: not tried again.
         assert_eq!(tb.create(mk(first, 0.5)).err(), Some(CreateError::NoMemory));
@@ -1355,7 +1418,10 @@ mod tests {
         tb.create(mk(first, ALLOC_RETRY_SECS)).unwrap();
         assert!(tb.buckets() > b0);
         for i in 0..=first {
-            assert!(tb.lookup(&mk(i, 0.0).key, 1.5, &t).is_some(), "{i}");
+            assert!(
+                tb.lookup(&mk(i, 0.0).key, &Cutoffs::at(1.5, &t)).is_some(),
+                "{i}"
+            );
         }
     }
 
@@ -1395,9 +1461,9 @@ mod tests {
         let mut s3 = s2.clone();
         s3.key.lo.1 = 1002;
         assert_eq!(tb.create(s3.clone()).err(), Some(CreateError::Full));
-        assert!(tb.lookup(&k, 9.0, &t).is_some());
+        assert!(tb.lookup(&k, &Cutoffs::at(9.0, &t)).is_some());
         // Expired at lookup: freed.
-        assert!(tb.lookup(&k, 19.5, &t).is_none());
+        assert!(tb.lookup(&k, &Cutoffs::at(19.5, &t)).is_none());
         assert_eq!((tb.len(), tb.stats.expired), (1, 1));
         tb.create(s3).unwrap();
         assert_eq!(tb.expire(100.0, &t, 10), 2);
@@ -1437,12 +1503,15 @@ mod tests {
         for &(key, src, dst, proto, sw_if, v6) in &keys {
             // The reply's tuple finds the same session.
             let (back, _) = SessKey::of(sw_if, v6, proto, dst, src);
-            assert_eq!(tb.lookup(&back, 1.0, &t).map(|s| s.key), Some(key));
+            assert_eq!(
+                tb.lookup(&back, &Cutoffs::at(1.0, &t)).map(|s| s.key),
+                Some(key)
+            );
             // Another interface, another port or the other family: no session.
             let (other, _) = SessKey::of(sw_if + 1, v6, proto, src, dst);
-            assert!(tb.lookup(&other, 1.0, &t).is_none());
+            assert!(tb.lookup(&other, &Cutoffs::at(1.0, &t)).is_none());
             let (other, _) = SessKey::of(sw_if, v6, proto, (src.0, src.1 + 100), dst);
-            assert!(tb.lookup(&other, 1.0, &t).is_none());
+            assert!(tb.lookup(&other, &Cutoffs::at(1.0, &t)).is_none());
         }
         // A key already there is refused (in use), the table unchanged.
         let mut s = sess(0.0, keys[5].3);
@@ -1452,7 +1521,9 @@ mod tests {
         // All expire; the table is empty and every key is gone.
         while tb.expire(1e9, &t, 1000) > 0 {}
         assert!(tb.is_empty());
-        assert!(keys.iter().all(|k| tb.lookup(&k.0, 1e9, &t).is_none()));
+        assert!(keys
+            .iter()
+            .all(|k| tb.lookup(&k.0, &Cutoffs::at(1e9, &t)).is_none()));
         assert_eq!(tb.stats.expired, tb.stats.created);
     }
 
@@ -1482,9 +1553,9 @@ mod tests {
         assert_eq!(tb.iter().count(), 1);
         assert_eq!(tb.iter().next().map(|s| s.key().lo.1), Some(4001));
         // The slot number a look-ahead kept finds nothing there now.
-        assert!(tb.at4(old_i, old_pk, 1.0, &t).is_none());
-        assert!(tb.lookup4(old_pk, 1.0, &t).is_none());
-        assert!(tb.lookup(&old, 1.0, &t).is_none());
+        assert!(tb.at4(old_i, old_pk, &Cutoffs::at(1.0, &t)).is_none());
+        assert!(tb.lookup4(old_pk, &Cutoffs::at(1.0, &t)).is_none());
+        assert!(tb.lookup(&old, &Cutoffs::at(1.0, &t)).is_none());
         // Clearing frees the live one; a second clear finds nothing to free.
         assert_eq!(tb.remove_if(|_| true), 1);
         assert_eq!(tb.remove_if(|_| true), 0);
@@ -1494,9 +1565,14 @@ mod tests {
         tb.create(mk(4002)).unwrap();
         assert_eq!(tb.used, 2, "a slot is reused");
         let i = tb.find(tb.digest4(new.packed().unwrap()));
-        let found = tb.at4(i, new.packed().unwrap(), 1.0, &t).map(|s| *s.key());
+        let found = tb
+            .at4(i, new.packed().unwrap(), &Cutoffs::at(1.0, &t))
+            .map(|s| *s.key());
         assert_eq!(found, Some(new));
-        assert_eq!(tb.lookup(&new, 1.0, &t).map(|s| *s.key()), Some(new));
+        assert_eq!(
+            tb.lookup(&new, &Cutoffs::at(1.0, &t)).map(|s| *s.key()),
+            Some(new)
+        );
         assert_eq!(tb.iter().count(), 1);
     }
 
@@ -1529,24 +1605,33 @@ mod tests {
         tb.create(at(500.0, c)).unwrap();
         // `b` finds no session of its own (`a`'s is its digest's first candidate) and
         // gets one beside `a`'s.
-        assert!(tb.lookup(&key(b), 1.0, &t).is_none());
+        assert!(tb.lookup(&key(b), &Cutoffs::at(1.0, &t)).is_none());
         tb.create(at(200.0, b)).unwrap();
         tb.create(at(200.0, e)).unwrap();
         assert_eq!(tb.len(), 4);
         for p in [a, b, c, e] {
-            assert_eq!(tb.lookup(&key(p), 3.0, &t).map(|s| s.key), Some(key(p)));
+            assert_eq!(
+                tb.lookup(&key(p), &Cutoffs::at(3.0, &t)).map(|s| s.key),
+                Some(key(p))
+            );
             // The packed path too, from the first candidate (another key's for `b`, `e`).
             let pk = key(p).packed().unwrap();
             let first = tb.find(tb.digest4(pk));
-            assert_eq!(tb.at4(first, pk, 3.0, &t).map(|s| s.key), Some(key(p)));
+            assert_eq!(
+                tb.at4(first, pk, &Cutoffs::at(3.0, &t)).map(|s| s.key),
+                Some(key(p))
+            );
         }
         // The same key twice is refused.
         assert_eq!(tb.create(at(3.0, b)).err(), Some(CreateError::Collision));
         // `a` expires (600 s idle) and takes only its own entry: `b`, `e` and `c` stay.
         assert_eq!(tb.expire(700.0, &t, 100), 1);
-        assert!(tb.lookup(&key(a), 700.0, &t).is_none());
+        assert!(tb.lookup(&key(a), &Cutoffs::at(700.0, &t)).is_none());
         for p in [b, c, e] {
-            assert_eq!(tb.lookup(&key(p), 700.0, &t).map(|s| s.key), Some(key(p)));
+            assert_eq!(
+                tb.lookup(&key(p), &Cutoffs::at(700.0, &t)).map(|s| s.key),
+                Some(key(p))
+            );
         }
         assert_eq!(tb.len(), 3);
     }
