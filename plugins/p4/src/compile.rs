@@ -100,8 +100,8 @@ struct ControlNames {
 #[derive(Clone, Default)]
 struct Scope {
     roots: HashMap<String, Root>,
-    /// Local variables: name -> (slot, type).
-    locals: Vec<HashMap<String, (u16, Ty)>>,
+    /// Local variables and block constants, innermost block last.
+    locals: Vec<HashMap<String, Named>>,
     /// Action parameters: name -> (index, width).
     params: HashMap<String, (u8, u16)>,
     control: Option<ControlNames>,
@@ -109,8 +109,17 @@ struct Scope {
     in_action: bool,
 }
 
+/// A name declared in a block.
+#[derive(Clone, Copy, Debug)]
+enum Named {
+    /// A local variable: its metadata slot and type.
+    Var(u16, Ty),
+    /// A `const` of the block: its value and type.
+    Const(u64, Ty),
+}
+
 impl Scope {
-    fn local(&self, n: &str) -> Option<(u16, Ty)> {
+    fn local(&self, n: &str) -> Option<Named> {
         self.locals.iter().rev().find_map(|m| m.get(n).copied())
     }
 }
@@ -329,9 +338,23 @@ impl Compiler {
                         }
                     }
                     let def = if matches!(d, Decl::Header { .. }) {
+                        // Headers are whole bytes, each instance at a byte offset: a field's
+                        // bytes are known here (`hacc` reads at most 8).
+                        let mut bit = 0u32;
                         for f in fields {
                             match self.value_ty(&f.ty, f.pos)? {
-                                Ty::Bit(_) => {}
+                                Ty::Bit(w) => {
+                                    if (bit % 8 + w as u32).div_ceil(8) > 8 {
+                                        return Err(CompileError::unsupported(
+                                            f.pos,
+                                            &format!(
+                                                "header field `{}' (bit<{w}> at bit {bit} of `{name}') spanning more than 8 bytes",
+                                                f.name
+                                            ),
+                                        ));
+                                    }
+                                    bit += w as u32;
+                                }
                                 t => {
                                     return Err(CompileError::unsupported(
                                         f.pos,
@@ -353,13 +376,8 @@ impl Compiler {
                     self.types.insert(name.clone(), TypeDef::Alias(ty.clone()));
                 }
                 Decl::Const(k) => {
-                    let ty = self.value_ty(&k.ty, k.pos)?;
-                    let (e, t) = self.expr(&Scope::default(), &k.value)?;
-                    let e = self.coerce(e, t, ty, k.value.pos)?;
-                    let E::Const(v) = e else {
-                        return Err(CompileError::ty(k.pos, "constant value is not constant"));
-                    };
-                    self.consts.insert(k.name.clone(), (v, ty));
+                    let c = self.const_value(&Scope::default(), k)?;
+                    self.consts.insert(k.name.clone(), c);
                 }
                 Decl::Errors(names) => {
                     for (n, _) in names {
@@ -670,6 +688,7 @@ impl Compiler {
             _ => {
                 let n = (b + width).div_ceil(8);
                 if n > 8 {
+                    // Refused at the field's declaration (pass 1); kept for safety.
                     return Err(CompileError::unsupported(
                         pos,
                         "header field spanning more than 8 bytes",
@@ -832,8 +851,10 @@ impl Compiler {
             }
             ExprKind::Bool(b) => Ok((E::Const(*b as u64), Ty::Bool)),
             ExprKind::Name(n) => {
-                if let Some((s, t)) = sc.local(n) {
-                    return Ok((self.meta_e(2, s), t));
+                match sc.local(n) {
+                    Some(Named::Var(s, t)) => return Ok((self.meta_e(2, s), t)),
+                    Some(Named::Const(v, t)) => return Ok((E::Const(v), t)),
+                    None => {}
                 }
                 if let Some(&(i, w)) = sc.params.get(n) {
                     return Ok((E::Param(i), Ty::Bit(w)));
@@ -1098,12 +1119,21 @@ impl Compiler {
         let pos = e.pos;
         match &e.kind {
             ExprKind::Name(n) => {
-                if let Some((s, t)) = sc.local(n) {
-                    let w = match t {
-                        Ty::Bit(w) => w,
-                        _ => 64,
-                    };
-                    return Ok((self.meta_lv(2, s, mask(w)), t));
+                match sc.local(n) {
+                    Some(Named::Var(s, t)) => {
+                        let w = match t {
+                            Ty::Bit(w) => w,
+                            _ => 64,
+                        };
+                        return Ok((self.meta_lv(2, s, mask(w)), t));
+                    }
+                    Some(Named::Const(..)) => {
+                        return Err(CompileError::ty(
+                            pos,
+                            &format!("cannot assign to constant `{n}'"),
+                        ))
+                    }
+                    None => {}
                 }
                 if sc.params.contains_key(n) {
                     return Err(CompileError::ty(
@@ -1398,13 +1428,8 @@ impl Compiler {
         for l in &c.locals {
             match l {
                 Local::Const(k) => {
-                    let ty = self.value_ty(&k.ty, k.pos)?;
-                    let (e, t) = self.expr(&sc, &k.value)?;
-                    let e = self.coerce(e, t, ty, k.value.pos)?;
-                    let E::Const(v) = e else {
-                        return Err(CompileError::ty(k.pos, "constant value is not constant"));
-                    };
-                    self.consts.insert(k.name.clone(), (v, ty));
+                    let c = self.const_value(&sc, k)?;
+                    self.consts.insert(k.name.clone(), c);
                 }
                 Local::Var(v) => {
                     init.extend(self.var_decl(&mut sc, v)?);
@@ -1939,9 +1964,9 @@ impl Compiler {
                         "deparser statement other than packet.emit(header)",
                     ))
                 }
-                Stmt::Var(v) => {
+                Stmt::Var(ast::VarDecl { pos, .. }) | Stmt::Const(ast::ConstDecl { pos, .. }) => {
                     return Err(CompileError::unsupported(
-                        v.pos,
+                        *pos,
                         "deparser statement other than packet.emit(header)",
                     ))
                 }
@@ -1975,8 +2000,57 @@ impl Compiler {
         sc.locals
             .last_mut()
             .expect("scope")
-            .insert(v.name.clone(), (slot, ty));
+            .insert(v.name.clone(), Named::Var(slot, ty));
         Ok(vec![S::Set(self.meta_lv(2, slot, mask(w)), init)])
+    }
+
+    /// A `const` declaration's value and type. Its initializer must be known at compile
+    /// time (P4-16 §7.1.6); otherwise the error names the run-time part of it.
+    fn const_value(&self, sc: &Scope, k: &ast::ConstDecl) -> Result<(u64, Ty), CompileError> {
+        let ty = self.value_ty(&k.ty, k.pos)?;
+        let (e, t) = self.expr(sc, &k.value)?;
+        if let E::Const(v) = self.coerce(e, t, ty, k.value.pos)? {
+            return Ok((v, ty));
+        }
+        let part = self.run_time_part(sc, &k.value);
+        let what = match Self::path(part) {
+            Some((root, members)) => format!(" `{}'", [vec![root], members].concat().join(".")),
+            None => match &part.kind {
+                ExprKind::Call(f, _) => Self::path(f)
+                    .map(|(root, members)| {
+                        format!(" `{}()'", [vec![root], members].concat().join("."))
+                    })
+                    .unwrap_or_default(),
+                _ => String::new(),
+            },
+        };
+        Err(CompileError::ty(
+            start(part),
+            &format!(
+                "constant `{}' needs a compile-time value, found run-time value{what}",
+                k.name
+            ),
+        ))
+    }
+
+    /// The innermost sub-expression of `e` that is not a compile-time constant, the
+    /// leftmost when several are: a name, a field, a call (what a `const` is refused for).
+    fn run_time_part<'e>(&self, sc: &Scope, e: &'e Expr) -> &'e Expr {
+        let parts: Vec<&Expr> = match &e.kind {
+            ExprKind::Slice(a, b, c) | ExprKind::Mux(a, b, c) => vec![a, b, c],
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => vec![a, b],
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => vec![a],
+            ExprKind::List(v) => v.iter().collect(),
+            ExprKind::Int(..)
+            | ExprKind::Bool(_)
+            | ExprKind::Name(_)
+            | ExprKind::Member(..)
+            | ExprKind::Call(..) => Vec::new(),
+        };
+        parts
+            .into_iter()
+            .find(|x| !matches!(self.expr(sc, x), Ok((E::Const(_), _))))
+            .map_or(e, |x| self.run_time_part(sc, x))
     }
 
     fn stmts(&mut self, sc: &mut Scope, body: &[Stmt]) -> Result<Vec<S>, CompileError> {
@@ -2015,6 +2089,13 @@ impl Compiler {
         match s {
             Stmt::Block(b, _) => out.extend(self.block(sc, b)?),
             Stmt::Var(v) => out.extend(self.var_decl(sc, v)?),
+            Stmt::Const(k) => {
+                let (v, t) = self.const_value(sc, k)?;
+                sc.locals
+                    .last_mut()
+                    .expect("scope")
+                    .insert(k.name.clone(), Named::Const(v, t));
+            }
             Stmt::Exit(pos) => {
                 if sc.in_parser {
                     return Err(CompileError::ty(*pos, "exit in a parser"));
@@ -2612,6 +2693,20 @@ fn fold_un(op: Un, e: E, m: u64) -> E {
             Un::Neg => v.wrapping_neg() & m,
         }),
         e => E::Un(op, Box::new(e), m),
+    }
+}
+
+/// Where an expression's text begins: a member, call, slice or index is positioned at its
+/// `.`, `(` or `[`, a binary operation at its operator; this is their leftmost operand's.
+fn start(e: &Expr) -> Pos {
+    match &e.kind {
+        ExprKind::Member(b, _)
+        | ExprKind::Call(b, _)
+        | ExprKind::Slice(b, _, _)
+        | ExprKind::Index(b, _)
+        | ExprKind::Binary(_, b, _)
+        | ExprKind::Mux(b, _, _) => start(b),
+        _ => e.pos,
     }
 }
 
