@@ -488,8 +488,14 @@ fn remaining_error_messages() {
         (one("hdr.ipv4.hdrChecksum, HashAlgorithm", "hdr.ipv4.ttl, HashAlgorithm".into()), "type error: checksum field must be bit<16> at r.p4:68:21"),
         (one("{ hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,\n              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,\n              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr }", "hdr.ipv4.ttl".into()), "type error: expected a field list { ... } at r.p4:65:21"),
     ];
+    assert_edits(&cases);
+}
+
+/// Compiles router.p4 after each case's edits; fails listing every case whose result (the
+/// error text, or "(compiled)") is not the one wanted.
+fn assert_edits(cases: &[(Vec<(&str, String)>, &str)]) {
     let mut bad = Vec::new();
-    for (edits, want) in &cases {
+    for (edits, want) in cases {
         let e = edited(edits);
         if e != *want {
             bad.push(format!(
@@ -508,48 +514,28 @@ fn remaining_error_messages() {
 #[test]
 fn const_in_a_block_is_a_constant() {
     const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
-    let one = |to: &str| edited(&[(ACT, to.to_string())]);
-    let cases: &[(&str, &str)] = &[
-        ("const bit<8> y = hdr.ipv4.ttl;", "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:80:26"),
-        ("const bit<8> y = 8w1 + (hdr.ipv4.ttl & 3);", "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:80:33"),
-        ("const bit<32> y = nhop_ipv4;", "type error: constant `y' needs a compile-time value, found run-time value `nhop_ipv4' at r.p4:80:27"),
-        ("const bool y = hdr.ipv4.isValid();", "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.isValid()' at r.p4:80:24"),
-        ("bit<8> v = 1; { const bit<8> y = v; }", "type error: constant `y' needs a compile-time value, found run-time value `v' at r.p4:80:42"),
-        ("const bit<8> y = 1; y = 2;", "type error: cannot assign to constant `y' at r.p4:80:29"),
-        ("{ const bit<8> y = 1; } hdr.ipv4.ttl = y;", "type error: unknown name `y' at r.p4:80:48"),
-        // A true constant: a slice bound, which must be known at compile time.
-        ("const bit<8> H = 3; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0];", "(compiled)"),
-        // Shadowing an outer constant inside a block.
-        ("const bit<8> H = 3; { const bit<8> H = 4; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0]; }", "(compiled)"),
-    ];
-    let mut bad = Vec::new();
-    for (to, want) in cases {
-        let got = one(to);
-        if got != *want {
-            bad.push(format!("{to}\n got: {got}\nwant: {want}"));
-        }
-    }
-    // In a parser state and in `apply` too.
     const PST: &str = "        packet.extract(hdr.ipv4);\n        transition accept;";
-    let got = edited(&[(PST, "        packet.extract(hdr.ipv4);\n        const bit<8> t = hdr.ipv4.ttl;\n        transition accept;".into())]);
-    let want = "type error: constant `t' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:58:26";
-    if got != want {
-        bad.push(format!("parser state\n got: {got}\nwant: {want}"));
-    }
     const APPLY: &str = "            ipv4_lpm.apply();";
-    let got = edited(&[(APPLY, "            const bit<8> P = 1; ipv4_lpm.apply(); hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[P:0];".into())]);
-    if got != "(compiled)" {
-        bad.push(format!("apply\n got: {got}"));
-    }
-    // Constants take no metadata slot: 200 of them fit where 128 locals do not.
-    let many: String = (0..200)
-        .map(|i| format!("const bit<8> k{i} = {i}; "))
-        .collect();
-    let got = one(&many);
-    if got != "(compiled)" {
-        bad.push(format!("200 constants\n got: {got}"));
-    }
-    assert!(bad.is_empty(), "{} bad:\n{}", bad.len(), bad.join("\n\n"));
+    let one = |to: &str| vec![(ACT, to.to_string())];
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
+        (one("const bit<8> y = hdr.ipv4.ttl;"), "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:80:26"),
+        (one("const bit<8> y = 8w1 + (hdr.ipv4.ttl & 3);"), "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:80:33"),
+        (one("const bit<32> y = nhop_ipv4;"), "type error: constant `y' needs a compile-time value, found run-time value `nhop_ipv4' at r.p4:80:27"),
+        (one("const bool y = hdr.ipv4.isValid();"), "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.isValid()' at r.p4:80:24"),
+        (one("bit<8> v = 1; { const bit<8> y = v; }"), "type error: constant `y' needs a compile-time value, found run-time value `v' at r.p4:80:42"),
+        (one("const bit<8> y = 1; y = 2;"), "type error: cannot assign to constant `y' at r.p4:80:29"),
+        (one("{ const bit<8> y = 1; } hdr.ipv4.ttl = y;"), "type error: unknown name `y' at r.p4:80:48"),
+        // A true constant: a slice bound, which must be known at compile time.
+        (one("const bit<8> H = 3; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0];"), "(compiled)"),
+        // Shadowing an outer constant inside a block.
+        (one("const bit<8> H = 3; { const bit<8> H = 4; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0]; }"), "(compiled)"),
+        // In a parser state and in `apply` too.
+        (vec![(PST, "        packet.extract(hdr.ipv4);\n        const bit<8> t = hdr.ipv4.ttl;\n        transition accept;".into())], "type error: constant `t' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:58:26"),
+        (vec![(APPLY, "            const bit<8> P = 1; ipv4_lpm.apply(); hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[P:0];".into())], "(compiled)"),
+        // Constants take no metadata slot: 200 of them fit where 128 locals do not.
+        (one(&(0..200).map(|i| format!("const bit<8> k{i} = {i}; ")).collect::<String>()), "(compiled)"),
+    ];
+    assert_edits(&cases);
 }
 
 /// A header field whose bytes are more than 8 (a `bit<64>` not on a byte boundary, a
@@ -558,18 +544,12 @@ fn const_in_a_block_is_a_constant() {
 #[test]
 fn wide_header_fields_refused_at_declaration() {
     const IHL: &str = "    bit<4>    ihl;";
-    let cases: &[(&str, &str)] = &[
-        ("    bit<63>   x;\n    bit<1>    y;", "not supported: header field `x' (bit<63> at bit 4 of `ipv4_t') spanning more than 8 bytes at r.p4:21:5"),
-        ("    bit<1>    y;\n    bit<60>   x;\n    bit<3>    z;", "not supported: header field `x' (bit<60> at bit 5 of `ipv4_t') spanning more than 8 bytes at r.p4:22:5"),
-        ("    bit<4>    y;\n    bit<64>   x;\n    bit<4>    w;", "(compiled)"),
-        ("    bit<60>   x;\n    bit<4>    y;", "(compiled)"),
+    let before_ihl = |fields: &str| vec![(IHL, format!("{fields}\n{IHL}"))];
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
+        (before_ihl("    bit<63>   x;\n    bit<1>    y;"), "not supported: header field `x' (bit<63> at bit 4 of `ipv4_t') spanning more than 8 bytes at r.p4:21:5"),
+        (before_ihl("    bit<1>    y;\n    bit<60>   x;\n    bit<3>    z;"), "not supported: header field `x' (bit<60> at bit 5 of `ipv4_t') spanning more than 8 bytes at r.p4:22:5"),
+        (before_ihl("    bit<4>    y;\n    bit<64>   x;\n    bit<4>    w;"), "(compiled)"),
+        (before_ihl("    bit<60>   x;\n    bit<4>    y;"), "(compiled)"),
     ];
-    let mut bad = Vec::new();
-    for (fields, want) in cases {
-        let got = edited(&[(IHL, format!("{fields}\n{IHL}"))]);
-        if got != *want {
-            bad.push(format!("{fields}\n got: {got}\nwant: {want}"));
-        }
-    }
-    assert!(bad.is_empty(), "{} bad:\n{}", bad.len(), bad.join("\n\n"));
+    assert_edits(&cases);
 }
