@@ -338,23 +338,9 @@ impl Compiler {
                         }
                     }
                     let def = if matches!(d, Decl::Header { .. }) {
-                        // Headers are whole bytes, each instance at a byte offset: a field's
-                        // bytes are known here (`hacc` reads at most 8).
-                        let mut bit = 0u32;
                         for f in fields {
                             match self.value_ty(&f.ty, f.pos)? {
-                                Ty::Bit(w) => {
-                                    if (bit % 8 + w as u32).div_ceil(8) > 8 {
-                                        return Err(CompileError::unsupported(
-                                            f.pos,
-                                            &format!(
-                                                "header field `{}' (bit<{w}> at bit {bit} of `{name}') spanning more than 8 bytes",
-                                                f.name
-                                            ),
-                                        ));
-                                    }
-                                    bit += w as u32;
-                                }
+                                Ty::Bit(_) => {}
                                 t => {
                                     return Err(CompileError::unsupported(
                                         f.pos,
@@ -678,7 +664,9 @@ impl Compiler {
 
     // ---- places ----
 
-    fn hacc(bitoff: u16, width: u16, pos: Pos) -> Result<HAcc, CompileError> {
+    /// The access to `width` bits at `bitoff`; `None` when they span more than the 8 bytes
+    /// one load reads.
+    fn hacc(bitoff: u16, width: u16) -> Option<HAcc> {
         let off = bitoff / 8;
         let b = bitoff % 8;
         let kind = match (b, width) {
@@ -688,11 +676,7 @@ impl Compiler {
             _ => {
                 let n = (b + width).div_ceil(8);
                 if n > 8 {
-                    // Refused at the field's declaration (pass 1); kept for safety.
-                    return Err(CompileError::unsupported(
-                        pos,
-                        "header field spanning more than 8 bytes",
-                    ));
+                    return None;
                 }
                 HKind::Bits {
                     n: n as u8,
@@ -701,20 +685,38 @@ impl Compiler {
                 }
             }
         };
-        Ok(HAcc { off, kind })
+        Some(HAcc { off, kind })
     }
 
-    fn hfield_e(&self, inst: u8, bit: u16, w: u16, pos: Pos) -> Result<E, CompileError> {
-        if self.opts.flat {
-            let base = self.prog.headers[inst as usize].off * 8;
-            Ok(E::H(Self::hacc(base + bit, w, pos)?))
+    /// A read of header field `e` (instance `inst`, `w` bits at `bit`). A field spanning 9
+    /// bytes (58..=64 bits off a byte boundary) is refused here, where it is read or
+    /// written: a header holding one may still be extracted and emitted (P4-16 allows it).
+    fn hfield_e(&self, inst: u8, bit: u16, w: u16, e: &Expr) -> Result<E, CompileError> {
+        let base = if self.opts.flat {
+            self.prog.headers[inst as usize].off * 8
         } else {
-            Ok(E::HI(inst, Self::hacc(bit, w, pos)?))
-        }
+            0
+        };
+        let Some(a) = Self::hacc(base + bit, w) else {
+            let name = Self::path(e)
+                .map(|(root, members)| [vec![root], members].concat().join("."))
+                .unwrap_or_default();
+            return Err(CompileError::unsupported(
+                start(e),
+                &format!(
+                    "access to header field `{name}' (bit<{w}> at bit {bit} of its header) spanning more than 8 bytes"
+                ),
+            ));
+        };
+        Ok(if self.opts.flat {
+            E::H(a)
+        } else {
+            E::HI(inst, a)
+        })
     }
 
-    fn hfield_lv(&self, inst: u8, bit: u16, w: u16, pos: Pos) -> Result<Lv, CompileError> {
-        Ok(match self.hfield_e(inst, bit, w, pos)? {
+    fn hfield_lv(&self, inst: u8, bit: u16, w: u16, e: &Expr) -> Result<Lv, CompileError> {
+        Ok(match self.hfield_e(inst, bit, w, e)? {
             E::H(a) => Lv::H(a),
             E::HI(i, a) => Lv::HI(i, a),
             _ => unreachable!(),
@@ -885,7 +887,7 @@ impl Compiler {
                     }
                 }
                 match self.place(sc, e)? {
-                    Some(Place::HField(i, b, w)) => Ok((self.hfield_e(i, b, w, pos)?, Ty::Bit(w))),
+                    Some(Place::HField(i, b, w)) => Ok((self.hfield_e(i, b, w, e)?, Ty::Bit(w))),
                     Some(Place::Meta(i, s, t)) => Ok((self.meta_e(i, s), t)),
                     Some(_) => Err(CompileError::ty(
                         pos,
@@ -1150,7 +1152,7 @@ impl Compiler {
                 Err(CompileError::ty(pos, &format!("unknown name `{n}'")))
             }
             ExprKind::Member(..) => match self.place(sc, e)? {
-                Some(Place::HField(i, b, w)) => Ok((self.hfield_lv(i, b, w, pos)?, Ty::Bit(w))),
+                Some(Place::HField(i, b, w)) => Ok((self.hfield_lv(i, b, w, e)?, Ty::Bit(w))),
                 Some(Place::Meta(i, s, t)) => {
                     if i == 1 && s == self.std_slot("mcast_grp") {
                         return Err(CompileError::unsupported(
