@@ -94,6 +94,8 @@ struct ControlNames {
     actions: HashMap<String, u16>,
     tables: HashMap<String, u16>,
     insts: HashMap<String, Inst>,
+    /// The control's `const`s: value and type (visible in it only, after the declaration).
+    consts: HashMap<String, (u64, Ty)>,
 }
 
 /// The lexical scope of a statement.
@@ -121,6 +123,27 @@ enum Named {
 impl Scope {
     fn local(&self, n: &str) -> Option<Named> {
         self.locals.iter().rev().find_map(|m| m.get(n).copied())
+    }
+
+    /// A `const` of the enclosing control.
+    fn control_const(&self, n: &str) -> Option<(u64, Ty)> {
+        self.control.as_ref()?.consts.get(n).copied()
+    }
+
+    /// Declares `n` in the innermost block; a second declaration of a name in one block
+    /// (a variable or a constant, or a control's `const`s and variables) is an error.
+    fn declare(&mut self, n: &str, what: Named, pos: Pos) -> Result<(), CompileError> {
+        // The control's own block is the first frame; its `const`s are kept beside it.
+        let control_const = self.locals.len() == 1 && self.control_const(n).is_some();
+        let frame = self.locals.last_mut().expect("scope");
+        if control_const || frame.contains_key(n) {
+            return Err(CompileError::ty(
+                pos,
+                &format!("duplicate declaration `{n}'"),
+            ));
+        }
+        frame.insert(n.to_string(), what);
+        Ok(())
     }
 }
 
@@ -861,7 +884,7 @@ impl Compiler {
                 if let Some(&(i, w)) = sc.params.get(n) {
                     return Ok((E::Param(i), Ty::Bit(w)));
                 }
-                if let Some(&(v, t)) = self.consts.get(n) {
+                if let Some((v, t)) = sc.control_const(n).or_else(|| self.consts.get(n).copied()) {
                     return Ok((E::Const(v), t));
                 }
                 if sc.roots.contains_key(n) {
@@ -1143,7 +1166,7 @@ impl Compiler {
                         &format!("cannot assign to action parameter `{n}'"),
                     ));
                 }
-                if self.consts.contains_key(n) {
+                if sc.control_const(n).is_some() || self.consts.contains_key(n) {
                     return Err(CompileError::ty(
                         pos,
                         &format!("cannot assign to constant `{n}'"),
@@ -1431,7 +1454,14 @@ impl Compiler {
             match l {
                 Local::Const(k) => {
                     let c = self.const_value(&sc, k)?;
-                    self.consts.insert(k.name.clone(), c);
+                    if sc.local(&k.name).is_some() || sc.control_const(&k.name).is_some() {
+                        return Err(CompileError::ty(
+                            k.pos,
+                            &format!("duplicate declaration `{}'", k.name),
+                        ));
+                    }
+                    let cn = sc.control.as_mut().expect("control");
+                    cn.consts.insert(k.name.clone(), c);
                 }
                 Local::Var(v) => {
                     init.extend(self.var_decl(&mut sc, v)?);
@@ -1999,10 +2029,7 @@ impl Compiler {
             Ty::Bit(w) => w,
             _ => 64,
         };
-        sc.locals
-            .last_mut()
-            .expect("scope")
-            .insert(v.name.clone(), Named::Var(slot, ty));
+        sc.declare(&v.name, Named::Var(slot, ty), v.pos)?;
         Ok(vec![S::Set(self.meta_lv(2, slot, mask(w)), init)])
     }
 
@@ -2093,10 +2120,7 @@ impl Compiler {
             Stmt::Var(v) => out.extend(self.var_decl(sc, v)?),
             Stmt::Const(k) => {
                 let (v, t) = self.const_value(sc, k)?;
-                sc.locals
-                    .last_mut()
-                    .expect("scope")
-                    .insert(k.name.clone(), Named::Const(v, t));
+                sc.declare(&k.name, Named::Const(v, t), k.pos)?;
             }
             Stmt::Exit(pos) => {
                 if sc.in_parser {

@@ -354,8 +354,8 @@ fn edited(edits: &[(&str, String)]) -> String {
 
 /// The rest of the compile-error messages (issue 18: every message named by a test), each
 /// with its kind, text and exact file:line:col. With this test every reachable message of
-/// the 178 distinct `CompileError::{syntax,unsupported,ty,program}` messages (the lexer's
-/// integer-literal ones included) is named by a test; 176 are reachable.
+/// the 179 distinct `CompileError::{syntax,unsupported,ty,program}` messages (the lexer's
+/// integer-literal ones included) is named by a test; 177 are reachable.
 ///
 /// Messages no source can reach (internal invariants), so not tested:
 /// - compile.rs `constant ... needs a compile-time value' for a top-level `const': its
@@ -369,7 +369,8 @@ fn edited(edits: &[(&str, String)]) -> String {
 ///   body is compiled by the deparser path (`deparser statement other than packet.emit').
 ///
 /// `'{f}'' (calls of known v1model externs outside the subset) is `not supported: `clone''
-/// in `unsupported_constructs`; `access to header field ... spanning more than 8 bytes' is
+/// in `unsupported_constructs`; `duplicate declaration' is in
+/// `const_in_a_block_is_a_constant`; `access to header field ... spanning more than 8 bytes' is
 /// in `wide_header_fields_refused_where_accessed`.
 #[test]
 fn remaining_error_messages() {
@@ -515,6 +516,7 @@ fn const_in_a_block_is_a_constant() {
     const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
     const PST: &str = "        packet.extract(hdr.ipv4);\n        transition accept;";
     const APPLY: &str = "            ipv4_lpm.apply();";
+    const ING: &str = "    action _drop() {\n        mark_to_drop(standard_metadata);\n    }\n    action set_nhop";
     let one = |to: &str| vec![(ACT, to.to_string())];
     let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
         (one("const bit<8> y = hdr.ipv4.ttl;"), "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:80:26"),
@@ -528,9 +530,21 @@ fn const_in_a_block_is_a_constant() {
         (one("const bit<8> H = 3; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0];"), "(compiled)"),
         // Shadowing an outer constant inside a block.
         (one("const bit<8> H = 3; { const bit<8> H = 4; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0]; }"), "(compiled)"),
+        // A name declared twice in one block (P4-16 refuses a redeclaration in one scope).
+        (one("const bit<8> y = 1; const bit<8> y = 2;"), "type error: duplicate declaration `y' at r.p4:80:29"),
+        (one("bit<8> y = 1; const bit<8> y = 2;"), "type error: duplicate declaration `y' at r.p4:80:23"),
+        (one("const bit<8> y = 1; bit<8> y = 2;"), "type error: duplicate declaration `y' at r.p4:80:29"),
+        (one("bit<8> y = 1; { bit<8> y = 2; }"), "(compiled)"),
         // In a parser state and in `apply` too.
         (vec![(PST, "        packet.extract(hdr.ipv4);\n        const bit<8> t = hdr.ipv4.ttl;\n        transition accept;".into())], "type error: constant `t' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:58:26"),
         (vec![(APPLY, "            const bit<8> P = 1; ipv4_lpm.apply(); hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[P:0];".into())], "(compiled)"),
+        // A control's `const` is its own: not visible in the next control; declared twice
+        // in a control, or as a constant and a variable, it is an error.
+        (vec![(ING, format!("    const bit<8> LEAK = 7;\n{ING}")), ("        hdr.ethernet.srcAddr = smac;", "        hdr.ethernet.srcAddr = smac;\n        hdr.ipv4.ttl = LEAK;".into())], "type error: unknown name `LEAK' at r.p4:113:24"),
+        (vec![(ING, format!("    const bit<8> LEAK = 7;\n{ING}")), (ACT, "hdr.ipv4.ttl = LEAK;".into())], "(compiled)"),
+        (vec![(ING, format!("    const bit<8> K = 7;\n    const bit<8> K = 8;\n{ING}"))], "type error: duplicate declaration `K' at r.p4:75:5"),
+        (vec![(ING, format!("    bit<8> K = 7;\n    const bit<8> K = 8;\n{ING}"))], "type error: duplicate declaration `K' at r.p4:75:5"),
+        (vec![(ING, format!("    const bit<8> K = 7;\n    bit<8> K = 8;\n{ING}"))], "type error: duplicate declaration `K' at r.p4:75:5"),
         // Constants take no metadata slot: 200 of them fit where 128 locals do not.
         (one(&(0..200).map(|i| format!("const bit<8> k{i} = {i}; ")).collect::<String>()), "(compiled)"),
     ];
