@@ -528,8 +528,10 @@ fn const_in_a_block_is_a_constant() {
         (one("{ const bit<8> y = 1; } hdr.ipv4.ttl = y;"), "type error: unknown name `y' at r.p4:80:48"),
         // A true constant: a slice bound, which must be known at compile time.
         (one("const bit<8> H = 3; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0];"), "(compiled)"),
-        // Shadowing an outer constant inside a block.
-        (one("const bit<8> H = 3; { const bit<8> H = 4; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0]; }"), "(compiled)"),
+        // Shadowing an outer constant inside a block: the inner value is used (a slice of
+        // 5 bits fits bit<5> only with the inner H = 4).
+        (one("const bit<8> H = 3; { const bit<8> H = 4; bit<5> z = hdr.ipv4.ttl[H:0]; }"), "(compiled)"),
+        (one("const bit<8> H = 4; { const bit<8> H = 3; bit<5> z = hdr.ipv4.ttl[H:0]; }"), "type error: expected bit<5>, found bit<4> at r.p4:80:74"),
         // A name declared twice in one block (P4-16 refuses a redeclaration in one scope).
         (one("const bit<8> y = 1; const bit<8> y = 2;"), "type error: duplicate declaration `y' at r.p4:80:29"),
         (one("bit<8> y = 1; const bit<8> y = 2;"), "type error: duplicate declaration `y' at r.p4:80:23"),
