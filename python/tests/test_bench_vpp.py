@@ -251,6 +251,9 @@ def test_real_vpp_runs_a_tunnel_case(tmp_path, case):
     prefix = Path(REAL_VPP)
     if why := vpp.prefix_problem(prefix):
         pytest.skip(why)
+    plugin = case.split()[0]  # gre_plugin.so, vxlan_plugin.so
+    if not vpp.has_plugin(prefix, plugin):
+        pytest.skip(f"VPP install {prefix} has no {plugin} plugin (a partial build)")
     root = Path(__file__).resolve().parents[2]
     bench = Path(os.environ.get("SLUICE_BENCH_BIN", root / "target/release/sluice-bench"))
     if not bench.is_file():
