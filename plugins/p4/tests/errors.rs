@@ -2,6 +2,13 @@
 
 use sluice_p4::ir::Opts;
 
+/// Edit anchors in router.p4: the TTL decrement in `set_nhop` (line 80), the control
+/// declarations before `set_nhop` in MyIngress, the end of state `parse_ipv4`.
+const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
+const ING: &str =
+    "    action _drop() {\n        mark_to_drop(standard_metadata);\n    }\n    action set_nhop";
+const PST: &str = "        packet.extract(hdr.ipv4);\n        transition accept;";
+
 fn router() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/router.p4")).unwrap()
 }
@@ -284,8 +291,6 @@ fn parser_loops_are_bounded() {
 /// with its kind and position.
 #[test]
 fn more_error_messages() {
-    const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
-    const ING: &str = "    action _drop() {\n        mark_to_drop(standard_metadata);\n    }\n    action set_nhop";
     const APPLY: &str = "            ipv4_lpm.apply();\n            forward.apply();";
     let decl = |d: &str| format!("    {d}\n{ING}");
     let cases: Vec<(&str, String, &str)> = vec![
@@ -374,10 +379,7 @@ fn edited(edits: &[(&str, String)]) -> String {
 /// in `wide_header_fields_refused_where_accessed`.
 #[test]
 fn remaining_error_messages() {
-    const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
-    const ING: &str = "    action _drop() {\n        mark_to_drop(standard_metadata);\n    }\n    action set_nhop";
     const APPLY: &str = "            ipv4_lpm.apply();\n            forward.apply();";
-    const PST: &str = "        packet.extract(hdr.ipv4);\n        transition accept;";
     const DEP: &str = "        packet.emit(hdr.ethernet);";
     const SZ: &str = "        size = 1048576;";
     let decl = |d: &str| format!("    {d}\n{ING}");
@@ -513,10 +515,7 @@ fn assert_edits(cases: &[(Vec<(&str, String)>, &str)]) {
 /// constants are, in no metadata slot), and it cannot be assigned.
 #[test]
 fn const_in_a_block_is_a_constant() {
-    const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
-    const PST: &str = "        packet.extract(hdr.ipv4);\n        transition accept;";
     const APPLY: &str = "            ipv4_lpm.apply();";
-    const ING: &str = "    action _drop() {\n        mark_to_drop(standard_metadata);\n    }\n    action set_nhop";
     let one = |to: &str| vec![(ACT, to.to_string())];
     let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
         (one("const bit<8> y = hdr.ipv4.ttl;"), "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:80:26"),
@@ -561,7 +560,6 @@ fn const_in_a_block_is_a_constant() {
 #[test]
 fn wide_header_fields_refused_where_accessed() {
     const IHL: &str = "    bit<4>    ihl;";
-    const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
     const KEY: &str = "key = { hdr.ipv4.dstAddr: lpm; }";
     const CSUM: &str = "hdr.ipv4.protocol, hdr.ipv4.srcAddr";
     let wide = |more: Vec<(&'static str, String)>| {
