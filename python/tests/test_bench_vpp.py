@@ -1,6 +1,7 @@
 """VPP beside Sluice in the harness: the VPP rows say why when there is no VPP or it does not
-start (and the rest of the suite runs), `show runtime` parsing, and — when a VPP install is
-given in VPP_PREFIX — one real engine path and the engine table."""
+start (and the rest of the suite runs), `show runtime` parsing, and — when there is a VPP
+install (VPP_PREFIX, else /work/vpp/install, as the memif interop tests) — real engine and
+tunnel paths in it."""
 
 import os
 import stat
@@ -15,6 +16,11 @@ from sluice_bench import vpp
 from sluice_bench.rfc2544 import SearchConfig
 from sluice_bench.scenarios import SCENARIOS
 from sluice_bench.suites import Suite
+
+#: The VPP install of the real-VPP tests: VPP_PREFIX, else /work/vpp/install when it holds one.
+REAL_VPP = os.environ.get("VPP_PREFIX") or (
+    "/work/vpp/install" if Path("/work/vpp/install/bin/vpp").is_file() else None)
+needs_vpp = pytest.mark.skipif(not REAL_VPP, reason="no VPP install (VPP_PREFIX or /work/vpp/install)")
 
 VPP_RUNTIME = """\
 Thread 0 vpp_main (lcore 1)
@@ -118,11 +124,11 @@ def test_engine_rows_without_vpp_say_why():
     assert report.vpp_engine_table(data) == ["VPP rows skipped: no VPP install given."]
 
 
-@pytest.mark.skipif(not os.environ.get("VPP_PREFIX"), reason="VPP_PREFIX not set (no VPP install)")
+@needs_vpp
 def test_real_vpp_forwards_the_ip4_engine_path(tmp_path):
     """pg0 → ethernet-input → ip4 → pg1 in a real VPP with a pcap of sluice-bench's shape:
     every packet forwarded, clocks read per node."""
-    prefix = Path(os.environ["VPP_PREFIX"])
+    prefix = Path(REAL_VPP)
     if why := vpp.prefix_problem(prefix):
         pytest.skip(why)
     from scapy.all import IP, UDP, Ether, wrpcap
@@ -177,9 +183,9 @@ def test_learning_flood_starts_every_run_from_an_empty_mac_table(tmp_path):
         vpp.case_setup(v, {"family": "mpls", "name": "x"}, tmp_path)
 
 
-@pytest.mark.skipif(not os.environ.get("VPP_PREFIX"), reason="VPP_PREFIX not set (no VPP install)")
+@needs_vpp
 def test_real_vpp_learns_the_flood_in_every_run(tmp_path):
-    prefix = Path(os.environ["VPP_PREFIX"])
+    prefix = Path(REAL_VPP)
     if why := vpp.prefix_problem(prefix):
         pytest.skip(why)
     from scapy.all import Ether, wrpcap
@@ -237,14 +243,17 @@ def test_tunnel_cli_mirrors_the_sluice_cases():
         vpp.tunnel_cli("geneve encap", 1)
 
 
-@pytest.mark.skipif(not os.environ.get("VPP_PREFIX"), reason="VPP_PREFIX not set (no VPP install)")
+@needs_vpp
 @pytest.mark.parametrize("case", ["gre decap", "vxlan decap, 1 tunnel"])
 def test_real_vpp_runs_a_tunnel_case(tmp_path, case):
     """`run_tunnel_case` in a real VPP with sluice-bench's own pcap (~10k packets): every
     packet out of pg1, none dropped, the tunnel node's clocks read."""
-    prefix = Path(os.environ["VPP_PREFIX"])
+    prefix = Path(REAL_VPP)
     if why := vpp.prefix_problem(prefix):
         pytest.skip(why)
+    plugin = case.split()[0]  # gre_plugin.so, vxlan_plugin.so
+    if not vpp.has_plugin(prefix, plugin):
+        pytest.skip(f"VPP install {prefix} has no {plugin} plugin (a partial build)")
     root = Path(__file__).resolve().parents[2]
     bench = Path(os.environ.get("SLUICE_BENCH_BIN", root / "target/release/sluice-bench"))
     if not bench.is_file():

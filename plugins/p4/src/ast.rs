@@ -229,6 +229,8 @@ pub enum Stmt {
     Switch(Expr, Vec<SwitchCase>, Pos),
     Block(Vec<Stmt>, Pos),
     Var(VarDecl),
+    /// `const T name = value;` in a block: a constant of that block.
+    Const(ConstDecl),
     Exit(Pos),
     Return(Pos),
 }

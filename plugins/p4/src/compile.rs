@@ -94,14 +94,16 @@ struct ControlNames {
     actions: HashMap<String, u16>,
     tables: HashMap<String, u16>,
     insts: HashMap<String, Inst>,
+    /// The control's `const`s: value and type (visible in it only, after the declaration).
+    consts: HashMap<String, (u64, Ty)>,
 }
 
 /// The lexical scope of a statement.
 #[derive(Clone, Default)]
 struct Scope {
     roots: HashMap<String, Root>,
-    /// Local variables: name -> (slot, type).
-    locals: Vec<HashMap<String, (u16, Ty)>>,
+    /// Local variables and block constants, innermost block last.
+    locals: Vec<HashMap<String, Named>>,
     /// Action parameters: name -> (index, width).
     params: HashMap<String, (u8, u16)>,
     control: Option<ControlNames>,
@@ -109,9 +111,39 @@ struct Scope {
     in_action: bool,
 }
 
+/// A name declared in a block.
+#[derive(Clone, Copy, Debug)]
+enum Named {
+    /// A local variable: its metadata slot and type.
+    Var(u16, Ty),
+    /// A `const` of the block: its value and type.
+    Const(u64, Ty),
+}
+
 impl Scope {
-    fn local(&self, n: &str) -> Option<(u16, Ty)> {
+    fn local(&self, n: &str) -> Option<Named> {
         self.locals.iter().rev().find_map(|m| m.get(n).copied())
+    }
+
+    /// A `const` of the enclosing control.
+    fn control_const(&self, n: &str) -> Option<(u64, Ty)> {
+        self.control.as_ref()?.consts.get(n).copied()
+    }
+
+    /// Declares `n` in the innermost block; a second declaration of a name in one block
+    /// (a variable or a constant, or a control's `const`s and variables) is an error.
+    fn declare(&mut self, n: &str, what: Named, pos: Pos) -> Result<(), CompileError> {
+        // The control's own block is the first frame; its `const`s are kept beside it.
+        let control_const = self.locals.len() == 1 && self.control_const(n).is_some();
+        let frame = self.locals.last_mut().expect("scope");
+        if control_const || frame.contains_key(n) {
+            return Err(CompileError::ty(
+                pos,
+                &format!("duplicate declaration `{n}'"),
+            ));
+        }
+        frame.insert(n.to_string(), what);
+        Ok(())
     }
 }
 
@@ -353,13 +385,8 @@ impl Compiler {
                     self.types.insert(name.clone(), TypeDef::Alias(ty.clone()));
                 }
                 Decl::Const(k) => {
-                    let ty = self.value_ty(&k.ty, k.pos)?;
-                    let (e, t) = self.expr(&Scope::default(), &k.value)?;
-                    let e = self.coerce(e, t, ty, k.value.pos)?;
-                    let E::Const(v) = e else {
-                        return Err(CompileError::ty(k.pos, "constant value is not constant"));
-                    };
-                    self.consts.insert(k.name.clone(), (v, ty));
+                    let c = self.const_value(&Scope::default(), k)?;
+                    self.consts.insert(k.name.clone(), c);
                 }
                 Decl::Errors(names) => {
                     for (n, _) in names {
@@ -660,7 +687,9 @@ impl Compiler {
 
     // ---- places ----
 
-    fn hacc(bitoff: u16, width: u16, pos: Pos) -> Result<HAcc, CompileError> {
+    /// The access to `width` bits at `bitoff`; `None` when they span more than the 8 bytes
+    /// one load reads.
+    fn hacc(bitoff: u16, width: u16) -> Option<HAcc> {
         let off = bitoff / 8;
         let b = bitoff % 8;
         let kind = match (b, width) {
@@ -670,10 +699,7 @@ impl Compiler {
             _ => {
                 let n = (b + width).div_ceil(8);
                 if n > 8 {
-                    return Err(CompileError::unsupported(
-                        pos,
-                        "header field spanning more than 8 bytes",
-                    ));
+                    return None;
                 }
                 HKind::Bits {
                     n: n as u8,
@@ -682,20 +708,38 @@ impl Compiler {
                 }
             }
         };
-        Ok(HAcc { off, kind })
+        Some(HAcc { off, kind })
     }
 
-    fn hfield_e(&self, inst: u8, bit: u16, w: u16, pos: Pos) -> Result<E, CompileError> {
-        if self.opts.flat {
-            let base = self.prog.headers[inst as usize].off * 8;
-            Ok(E::H(Self::hacc(base + bit, w, pos)?))
+    /// A read of header field `e` (instance `inst`, `w` bits at `bit`). A field spanning 9
+    /// bytes (58..=64 bits off a byte boundary) is refused here, where it is read or
+    /// written: a header holding one may still be extracted and emitted (P4-16 allows it).
+    fn hfield_e(&self, inst: u8, bit: u16, w: u16, e: &Expr) -> Result<E, CompileError> {
+        let base = if self.opts.flat {
+            self.prog.headers[inst as usize].off * 8
         } else {
-            Ok(E::HI(inst, Self::hacc(bit, w, pos)?))
-        }
+            0
+        };
+        let Some(a) = Self::hacc(base + bit, w) else {
+            let name = Self::path(e)
+                .map(|(root, members)| [vec![root], members].concat().join("."))
+                .unwrap_or_default();
+            return Err(CompileError::unsupported(
+                start(e),
+                &format!(
+                    "access to header field `{name}' (bit<{w}> at bit {bit} of its header) spanning more than 8 bytes"
+                ),
+            ));
+        };
+        Ok(if self.opts.flat {
+            E::H(a)
+        } else {
+            E::HI(inst, a)
+        })
     }
 
-    fn hfield_lv(&self, inst: u8, bit: u16, w: u16, pos: Pos) -> Result<Lv, CompileError> {
-        Ok(match self.hfield_e(inst, bit, w, pos)? {
+    fn hfield_lv(&self, inst: u8, bit: u16, w: u16, e: &Expr) -> Result<Lv, CompileError> {
+        Ok(match self.hfield_e(inst, bit, w, e)? {
             E::H(a) => Lv::H(a),
             E::HI(i, a) => Lv::HI(i, a),
             _ => unreachable!(),
@@ -832,13 +876,15 @@ impl Compiler {
             }
             ExprKind::Bool(b) => Ok((E::Const(*b as u64), Ty::Bool)),
             ExprKind::Name(n) => {
-                if let Some((s, t)) = sc.local(n) {
-                    return Ok((self.meta_e(2, s), t));
+                match sc.local(n) {
+                    Some(Named::Var(s, t)) => return Ok((self.meta_e(2, s), t)),
+                    Some(Named::Const(v, t)) => return Ok((E::Const(v), t)),
+                    None => {}
                 }
                 if let Some(&(i, w)) = sc.params.get(n) {
                     return Ok((E::Param(i), Ty::Bit(w)));
                 }
-                if let Some(&(v, t)) = self.consts.get(n) {
+                if let Some((v, t)) = sc.control_const(n).or_else(|| self.consts.get(n).copied()) {
                     return Ok((E::Const(v), t));
                 }
                 if sc.roots.contains_key(n) {
@@ -864,7 +910,7 @@ impl Compiler {
                     }
                 }
                 match self.place(sc, e)? {
-                    Some(Place::HField(i, b, w)) => Ok((self.hfield_e(i, b, w, pos)?, Ty::Bit(w))),
+                    Some(Place::HField(i, b, w)) => Ok((self.hfield_e(i, b, w, e)?, Ty::Bit(w))),
                     Some(Place::Meta(i, s, t)) => Ok((self.meta_e(i, s), t)),
                     Some(_) => Err(CompileError::ty(
                         pos,
@@ -1098,12 +1144,21 @@ impl Compiler {
         let pos = e.pos;
         match &e.kind {
             ExprKind::Name(n) => {
-                if let Some((s, t)) = sc.local(n) {
-                    let w = match t {
-                        Ty::Bit(w) => w,
-                        _ => 64,
-                    };
-                    return Ok((self.meta_lv(2, s, mask(w)), t));
+                match sc.local(n) {
+                    Some(Named::Var(s, t)) => {
+                        let w = match t {
+                            Ty::Bit(w) => w,
+                            _ => 64,
+                        };
+                        return Ok((self.meta_lv(2, s, mask(w)), t));
+                    }
+                    Some(Named::Const(..)) => {
+                        return Err(CompileError::ty(
+                            pos,
+                            &format!("cannot assign to constant `{n}'"),
+                        ))
+                    }
+                    None => {}
                 }
                 if sc.params.contains_key(n) {
                     return Err(CompileError::ty(
@@ -1111,7 +1166,7 @@ impl Compiler {
                         &format!("cannot assign to action parameter `{n}'"),
                     ));
                 }
-                if self.consts.contains_key(n) {
+                if sc.control_const(n).is_some() || self.consts.contains_key(n) {
                     return Err(CompileError::ty(
                         pos,
                         &format!("cannot assign to constant `{n}'"),
@@ -1120,7 +1175,7 @@ impl Compiler {
                 Err(CompileError::ty(pos, &format!("unknown name `{n}'")))
             }
             ExprKind::Member(..) => match self.place(sc, e)? {
-                Some(Place::HField(i, b, w)) => Ok((self.hfield_lv(i, b, w, pos)?, Ty::Bit(w))),
+                Some(Place::HField(i, b, w)) => Ok((self.hfield_lv(i, b, w, e)?, Ty::Bit(w))),
                 Some(Place::Meta(i, s, t)) => {
                     if i == 1 && s == self.std_slot("mcast_grp") {
                         return Err(CompileError::unsupported(
@@ -1398,13 +1453,15 @@ impl Compiler {
         for l in &c.locals {
             match l {
                 Local::Const(k) => {
-                    let ty = self.value_ty(&k.ty, k.pos)?;
-                    let (e, t) = self.expr(&sc, &k.value)?;
-                    let e = self.coerce(e, t, ty, k.value.pos)?;
-                    let E::Const(v) = e else {
-                        return Err(CompileError::ty(k.pos, "constant value is not constant"));
-                    };
-                    self.consts.insert(k.name.clone(), (v, ty));
+                    let c = self.const_value(&sc, k)?;
+                    if sc.local(&k.name).is_some() || sc.control_const(&k.name).is_some() {
+                        return Err(CompileError::ty(
+                            k.pos,
+                            &format!("duplicate declaration `{}'", k.name),
+                        ));
+                    }
+                    let cn = sc.control.as_mut().expect("control");
+                    cn.consts.insert(k.name.clone(), c);
                 }
                 Local::Var(v) => {
                     init.extend(self.var_decl(&mut sc, v)?);
@@ -1939,9 +1996,9 @@ impl Compiler {
                         "deparser statement other than packet.emit(header)",
                     ))
                 }
-                Stmt::Var(v) => {
+                Stmt::Var(ast::VarDecl { pos, .. }) | Stmt::Const(ast::ConstDecl { pos, .. }) => {
                     return Err(CompileError::unsupported(
-                        v.pos,
+                        *pos,
                         "deparser statement other than packet.emit(header)",
                     ))
                 }
@@ -1972,11 +2029,57 @@ impl Compiler {
             Ty::Bit(w) => w,
             _ => 64,
         };
-        sc.locals
-            .last_mut()
-            .expect("scope")
-            .insert(v.name.clone(), (slot, ty));
+        sc.declare(&v.name, Named::Var(slot, ty), v.pos)?;
         Ok(vec![S::Set(self.meta_lv(2, slot, mask(w)), init)])
+    }
+
+    /// A `const` declaration's value and type. Its initializer must be known at compile
+    /// time (P4-16 §7.1.6); otherwise the error names the run-time part of it.
+    fn const_value(&self, sc: &Scope, k: &ast::ConstDecl) -> Result<(u64, Ty), CompileError> {
+        let ty = self.value_ty(&k.ty, k.pos)?;
+        let (e, t) = self.expr(sc, &k.value)?;
+        if let E::Const(v) = self.coerce(e, t, ty, k.value.pos)? {
+            return Ok((v, ty));
+        }
+        let part = self.run_time_part(sc, &k.value);
+        let what = match Self::path(part) {
+            Some((root, members)) => format!(" `{}'", [vec![root], members].concat().join(".")),
+            None => match &part.kind {
+                ExprKind::Call(f, _) => Self::path(f)
+                    .map(|(root, members)| {
+                        format!(" `{}()'", [vec![root], members].concat().join("."))
+                    })
+                    .unwrap_or_default(),
+                _ => String::new(),
+            },
+        };
+        Err(CompileError::ty(
+            start(part),
+            &format!(
+                "constant `{}' needs a compile-time value, found run-time value{what}",
+                k.name
+            ),
+        ))
+    }
+
+    /// The innermost sub-expression of `e` that is not a compile-time constant, the
+    /// leftmost when several are: a name, a field, a call (what a `const` is refused for).
+    fn run_time_part<'e>(&self, sc: &Scope, e: &'e Expr) -> &'e Expr {
+        let parts: Vec<&Expr> = match &e.kind {
+            ExprKind::Slice(a, b, c) | ExprKind::Mux(a, b, c) => vec![a, b, c],
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => vec![a, b],
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => vec![a],
+            ExprKind::List(v) => v.iter().collect(),
+            ExprKind::Int(..)
+            | ExprKind::Bool(_)
+            | ExprKind::Name(_)
+            | ExprKind::Member(..)
+            | ExprKind::Call(..) => Vec::new(),
+        };
+        parts
+            .into_iter()
+            .find(|x| !matches!(self.expr(sc, x), Ok((E::Const(_), _))))
+            .map_or(e, |x| self.run_time_part(sc, x))
     }
 
     fn stmts(&mut self, sc: &mut Scope, body: &[Stmt]) -> Result<Vec<S>, CompileError> {
@@ -2015,6 +2118,10 @@ impl Compiler {
         match s {
             Stmt::Block(b, _) => out.extend(self.block(sc, b)?),
             Stmt::Var(v) => out.extend(self.var_decl(sc, v)?),
+            Stmt::Const(k) => {
+                let (v, t) = self.const_value(sc, k)?;
+                sc.declare(&k.name, Named::Const(v, t), k.pos)?;
+            }
             Stmt::Exit(pos) => {
                 if sc.in_parser {
                     return Err(CompileError::ty(*pos, "exit in a parser"));
@@ -2612,6 +2719,20 @@ fn fold_un(op: Un, e: E, m: u64) -> E {
             Un::Neg => v.wrapping_neg() & m,
         }),
         e => E::Un(op, Box::new(e), m),
+    }
+}
+
+/// Where an expression's text begins: a member, call, slice or index is positioned at its
+/// `.`, `(` or `[`, a binary operation at its operator; this is their leftmost operand's.
+fn start(e: &Expr) -> Pos {
+    match &e.kind {
+        ExprKind::Member(b, _)
+        | ExprKind::Call(b, _)
+        | ExprKind::Slice(b, _, _)
+        | ExprKind::Index(b, _)
+        | ExprKind::Binary(_, b, _)
+        | ExprKind::Mux(b, _, _) => start(b),
+        _ => e.pos,
     }
 }
 

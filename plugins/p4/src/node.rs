@@ -117,21 +117,16 @@ pub struct Side {
 impl Side {
     /// The side table of one thread for a program placed in `mode` with `segs` segment
     /// nodes, `nbuf` buffers in the pool: one packet state per buffer for whichever
-    /// executor runs the segments ([`seg_gen`]); empty when no frame can run split: in
-    /// single mode, and in auto mode unless generated code runs two or more segments
-    /// (only then could [`split_pays`] split; it currently never does).
+    /// executor runs the segments ([`seg_gen`]) in multi mode; empty in single and auto
+    /// mode, where no frame runs split ([`split_pays`] is never true: a rule that makes
+    /// auto split must allocate here for it, `seg_gen(gen, segs)` with `segs > 1`).
     pub fn new(
         mode: Mode,
         gen: Option<&crate::generated::GenEntry>,
         segs: usize,
         nbuf: usize,
     ) -> Self {
-        let splits = match mode {
-            Mode::Single => false,
-            Mode::Multi => true,
-            Mode::Auto => seg_gen(gen, segs).is_some() && segs > 1,
-        };
-        if !splits {
+        if mode != Mode::Multi {
             return Side::default();
         }
         match seg_gen(gen, segs) {
@@ -1108,8 +1103,8 @@ pub fn segments_of(body: &[S]) -> Vec<(usize, usize)> {
 mod tests {
     use super::{Mode, Side};
 
-    /// Auto mode allocates packet states only when a frame can run split (generated
-    /// segments, two or more); multi mode always; single mode never.
+    /// Only multi mode allocates packet states: auto mode runs every frame in one node
+    /// (`split_pays`), so its side table stays empty even with generated segments.
     #[test]
     fn side_tables_only_where_frames_can_split() {
         let g = crate::generated::ALL
@@ -1121,7 +1116,7 @@ mod tests {
         assert!(empty(&Side::new(Mode::Auto, Some(g), g.segs + 1, 8)));
         assert!(empty(&Side::new(Mode::Auto, None, 1, 8)));
         assert!(empty(&Side::new(Mode::Single, Some(g), g.segs, 8)));
-        assert!(Side::new(Mode::Auto, Some(g), g.segs, 8).gen.is_some());
+        assert!(empty(&Side::new(Mode::Auto, Some(g), g.segs, 8)));
         assert!(Side::new(Mode::Multi, Some(g), g.segs, 8).gen.is_some());
         assert_eq!(Side::new(Mode::Multi, None, 2, 8).ctxs.len(), 8);
     }

@@ -756,13 +756,7 @@ impl Parser {
             }
         }
         if self.is_kw("const") {
-            let c = self.const_decl()?;
-            return Ok(Stmt::Var(VarDecl {
-                ty: c.ty,
-                name: c.name,
-                init: Some(c.value),
-                pos: c.pos,
-            }));
+            return Ok(Stmt::Const(self.const_decl()?));
         }
         if self.starts_var_decl() {
             let ty = self.type_ref()?;

@@ -2,6 +2,13 @@
 
 use sluice_p4::ir::Opts;
 
+/// Edit anchors in router.p4: the TTL decrement in `set_nhop` (line 80), the control
+/// declarations before `set_nhop` in MyIngress, the end of state `parse_ipv4`.
+const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
+const ING: &str =
+    "    action _drop() {\n        mark_to_drop(standard_metadata);\n    }\n    action set_nhop";
+const PST: &str = "        packet.extract(hdr.ipv4);\n        transition accept;";
+
 fn router() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/router.p4")).unwrap()
 }
@@ -284,8 +291,6 @@ fn parser_loops_are_bounded() {
 /// with its kind and position.
 #[test]
 fn more_error_messages() {
-    const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
-    const ING: &str = "    action _drop() {\n        mark_to_drop(standard_metadata);\n    }\n    action set_nhop";
     const APPLY: &str = "            ipv4_lpm.apply();\n            forward.apply();";
     let decl = |d: &str| format!("    {d}\n{ING}");
     let cases: Vec<(&str, String, &str)> = vec![
@@ -354,13 +359,14 @@ fn edited(edits: &[(&str, String)]) -> String {
 
 /// The rest of the compile-error messages (issue 18: every message named by a test), each
 /// with its kind, text and exact file:line:col. With this test every reachable message of
-/// the 178 distinct `CompileError::{syntax,unsupported,ty,program}` messages (the lexer's
-/// integer-literal ones included) is named by a test; 176 are reachable.
+/// the 179 distinct `CompileError::{syntax,unsupported,ty,program}` messages (the lexer's
+/// integer-literal ones included) is named by a test; 177 are reachable.
 ///
 /// Messages no source can reach (internal invariants), so not tested:
-/// - compile.rs `constant value is not constant' for a top-level `const': its scope holds
-///   no run-time name (no block parameters), so every name is a constant and the value
-///   always folds; the same message for a control-level `const' is tested below.
+/// - compile.rs `constant ... needs a compile-time value' for a top-level `const': its
+///   scope holds no run-time name (no block parameters), so every name is a constant and
+///   the value always folds; the same message for a control-level `const' is tested below,
+///   for a `const' in a block in `const_in_a_block_is_a_constant'.
 /// - compile.rs `extract outside the parser': only the parser has a `packet_in' parameter
 ///   (v1model block parameters are checked first), so `packet.extract' elsewhere is an
 ///   unknown name.
@@ -368,13 +374,12 @@ fn edited(edits: &[(&str, String)]) -> String {
 ///   body is compiled by the deparser path (`deparser statement other than packet.emit').
 ///
 /// `'{f}'' (calls of known v1model externs outside the subset) is `not supported: `clone''
-/// in `unsupported_constructs`.
+/// in `unsupported_constructs`; `duplicate declaration' is in
+/// `const_in_a_block_is_a_constant`; `access to header field ... spanning more than 8 bytes' is
+/// in `wide_header_fields_refused_where_accessed`.
 #[test]
 fn remaining_error_messages() {
-    const ACT: &str = "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;";
-    const ING: &str = "    action _drop() {\n        mark_to_drop(standard_metadata);\n    }\n    action set_nhop";
     const APPLY: &str = "            ipv4_lpm.apply();\n            forward.apply();";
-    const PST: &str = "        packet.extract(hdr.ipv4);\n        transition accept;";
     const DEP: &str = "        packet.emit(hdr.ethernet);";
     const SZ: &str = "        size = 1048576;";
     let decl = |d: &str| format!("    {d}\n{ING}");
@@ -477,8 +482,7 @@ fn remaining_error_messages() {
         (one(ACT, (0..130).map(|i| format!("bit<8> l{i} = 1; ")).collect::<String>()), "not supported: more than 128 metadata fields and locals at r.p4:80:1786"),
         (one(ING, decl("bit<8>(4) x;")), "type error: bad instance type at r.p4:74:5"),
         (one("    routing_metadata_t routing;", format!("    routing_metadata_t routing;\n{}", many_fields(126, "bit<8>"))), "not supported: program state of 143 metadata slots (at most 128) at r.p4:271:1"),
-        (vec![("    bit<4>    ihl;", "    bit<63>   x;\n    bit<1>    y;\n    bit<4>    ihl;".into()), (ACT, "hdr.ipv4.x = 1;".into())], "not supported: header field spanning more than 8 bytes at r.p4:82:17"),
-        (one(ING, decl("const bit<8> Y = hdr.ipv4.ttl;")), "type error: constant value is not constant at r.p4:74:5"),
+        (one(ING, decl("const bit<8> Y = hdr.ipv4.ttl;")), "type error: constant `Y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:74:22"),
         (one(ACT, "TYPE_IPV4.x = 1;".into()), "type error: not an assignable field at r.p4:80:18"),
         (one("    apply {\n        if (hdr.ipv4.isValid()", "    action late() { forward.apply(); }\n    apply {\n        if (hdr.ipv4.isValid()".into()), "type error: table apply inside an action at r.p4:97:21"),
         (one(ACT, format!("hdr.ipv4.ttl = {}1{};", "(".repeat(300), ")".repeat(300))), "not supported: nesting deeper than 64 at r.p4:80:87"),
@@ -486,8 +490,14 @@ fn remaining_error_messages() {
         (one("hdr.ipv4.hdrChecksum, HashAlgorithm", "hdr.ipv4.ttl, HashAlgorithm".into()), "type error: checksum field must be bit<16> at r.p4:68:21"),
         (one("{ hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,\n              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,\n              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr }", "hdr.ipv4.ttl".into()), "type error: expected a field list { ... } at r.p4:65:21"),
     ];
+    assert_edits(&cases);
+}
+
+/// Compiles router.p4 after each case's edits; fails listing every case whose result (the
+/// error text, or "(compiled)") is not the one wanted.
+fn assert_edits(cases: &[(Vec<(&str, String)>, &str)]) {
     let mut bad = Vec::new();
-    for (edits, want) in &cases {
+    for (edits, want) in cases {
         let e = edited(edits);
         if e != *want {
             bad.push(format!(
@@ -497,4 +507,90 @@ fn remaining_error_messages() {
         }
     }
     assert!(bad.is_empty(), "{} bad:\n{}", bad.len(), bad.join("\n\n"));
+}
+
+/// A `const` in a block (an action body here) is a constant of that block (P4-16 §7.1.6):
+/// a run-time initializer is an error naming the run-time part at its file:line:col (it
+/// was compiled as a variable), a constant one is a true constant (usable where only
+/// constants are, in no metadata slot), and it cannot be assigned.
+#[test]
+fn const_in_a_block_is_a_constant() {
+    const APPLY: &str = "            ipv4_lpm.apply();";
+    let one = |to: &str| vec![(ACT, to.to_string())];
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
+        (one("const bit<8> y = hdr.ipv4.ttl;"), "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:80:26"),
+        (one("const bit<8> y = 8w1 + (hdr.ipv4.ttl & 3);"), "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:80:33"),
+        (one("const bit<32> y = nhop_ipv4;"), "type error: constant `y' needs a compile-time value, found run-time value `nhop_ipv4' at r.p4:80:27"),
+        (one("const bool y = hdr.ipv4.isValid();"), "type error: constant `y' needs a compile-time value, found run-time value `hdr.ipv4.isValid()' at r.p4:80:24"),
+        (one("bit<8> v = 1; { const bit<8> y = v; }"), "type error: constant `y' needs a compile-time value, found run-time value `v' at r.p4:80:42"),
+        (one("const bit<8> y = 1; y = 2;"), "type error: cannot assign to constant `y' at r.p4:80:29"),
+        (one("{ const bit<8> y = 1; } hdr.ipv4.ttl = y;"), "type error: unknown name `y' at r.p4:80:48"),
+        // A true constant: a slice bound, which must be known at compile time.
+        (one("const bit<8> H = 3; hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[H:0];"), "(compiled)"),
+        // Shadowing an outer constant inside a block: the inner value is used (a slice of
+        // 5 bits fits bit<5> only with the inner H = 4).
+        (one("const bit<8> H = 3; { const bit<8> H = 4; bit<5> z = hdr.ipv4.ttl[H:0]; }"), "(compiled)"),
+        (one("const bit<8> H = 4; { const bit<8> H = 3; bit<5> z = hdr.ipv4.ttl[H:0]; }"), "type error: expected bit<5>, found bit<4> at r.p4:80:74"),
+        // A name declared twice in one block (P4-16 refuses a redeclaration in one scope).
+        (one("const bit<8> y = 1; const bit<8> y = 2;"), "type error: duplicate declaration `y' at r.p4:80:29"),
+        (one("bit<8> y = 1; const bit<8> y = 2;"), "type error: duplicate declaration `y' at r.p4:80:23"),
+        (one("const bit<8> y = 1; bit<8> y = 2;"), "type error: duplicate declaration `y' at r.p4:80:29"),
+        (one("bit<8> y = 1; { bit<8> y = 2; }"), "(compiled)"),
+        // In a parser state and in `apply` too.
+        (vec![(PST, "        packet.extract(hdr.ipv4);\n        const bit<8> t = hdr.ipv4.ttl;\n        transition accept;".into())], "type error: constant `t' needs a compile-time value, found run-time value `hdr.ipv4.ttl' at r.p4:58:26"),
+        (vec![(APPLY, "            const bit<8> P = 1; ipv4_lpm.apply(); hdr.ipv4.ttl = (bit<8>)hdr.ipv4.ttl[P:0];".into())], "(compiled)"),
+        // A control's `const` is its own: not visible in the next control; declared twice
+        // in a control, or as a constant and a variable, it is an error.
+        (vec![(ING, format!("    const bit<8> LEAK = 7;\n{ING}")), ("        hdr.ethernet.srcAddr = smac;", "        hdr.ethernet.srcAddr = smac;\n        hdr.ipv4.ttl = LEAK;".into())], "type error: unknown name `LEAK' at r.p4:113:24"),
+        (vec![(ING, format!("    const bit<8> LEAK = 7;\n{ING}")), (ACT, "hdr.ipv4.ttl = LEAK;".into())], "(compiled)"),
+        (vec![(ING, format!("    const bit<8> K = 7;\n    const bit<8> K = 8;\n{ING}"))], "type error: duplicate declaration `K' at r.p4:75:5"),
+        (vec![(ING, format!("    bit<8> K = 7;\n    const bit<8> K = 8;\n{ING}"))], "type error: duplicate declaration `K' at r.p4:75:5"),
+        (vec![(ING, format!("    const bit<8> K = 7;\n    bit<8> K = 8;\n{ING}"))], "type error: duplicate declaration `K' at r.p4:75:5"),
+        // Constants take no metadata slot: 200 of them fit where 128 locals do not.
+        (one(&(0..200).map(|i| format!("const bit<8> k{i} = {i}; ")).collect::<String>()), "(compiled)"),
+    ];
+    assert_edits(&cases);
+}
+
+/// A header field spanning 9 bytes (a `bit<63>` at bit 4, a `bit<60>` at bit 5) is legal
+/// P4-16: a header holding one compiles while it is only extracted and emitted (it did on
+/// b31c17e). Reading or writing the field (an expression, an assignment, a table key, a
+/// checksum list) is refused, naming the field where its text starts; up to 8 bytes an
+/// access compiles.
+#[test]
+fn wide_header_fields_refused_where_accessed() {
+    const IHL: &str = "    bit<4>    ihl;";
+    const KEY: &str = "key = { hdr.ipv4.dstAddr: lpm; }";
+    const CSUM: &str = "hdr.ipv4.protocol, hdr.ipv4.srcAddr";
+    let wide = |more: Vec<(&'static str, String)>| {
+        let mut v = vec![(IHL, format!("    bit<63>   x;\n    bit<1>    y;\n{IHL}"))];
+        v.extend(more);
+        v
+    };
+    let msg = |at: &str| {
+        format!("not supported: access to header field `hdr.ipv4.x' (bit<63> at bit 4 of its header) spanning more than 8 bytes at r.p4:{at}")
+    };
+    let cases: Vec<(Vec<(&str, String)>, String)> = vec![
+        // Declared, extracted and emitted, never read or written.
+        (wide(vec![]), "(compiled)".into()),
+        // A separate header of 9 bytes with a 9-byte field, extracted and emitted.
+        (vec![
+            ("struct headers {", "header pad_t { bit<4> a; bit<61> b; bit<3> c; bit<4> d; }\nstruct headers {".into()),
+            ("    ipv4_t     ipv4;\n}", "    ipv4_t     ipv4;\n    pad_t      pad;\n}".into()),
+            ("        packet.extract(hdr.ipv4);", "        packet.extract(hdr.ipv4);\n        packet.extract(hdr.pad);".into()),
+            ("        packet.emit(hdr.ipv4);", "        packet.emit(hdr.ipv4);\n        packet.emit(hdr.pad);".into()),
+        ], "(compiled)".into()),
+        (wide(vec![(ACT, "hdr.ipv4.x = 1;".into())]), msg("82:9")),
+        (wide(vec![(ACT, "hdr.ipv4.ttl = (bit<8>)hdr.ipv4.x;".into())]), msg("82:32")),
+        (wide(vec![(KEY, "key = { hdr.ipv4.x: exact; }".into())]), msg("88:17")),
+        (wide(vec![(CSUM, "hdr.ipv4.protocol, hdr.ipv4.x, hdr.ipv4.srcAddr".into())]), msg("69:34")),
+        (vec![(IHL, format!("    bit<1>    y;\n    bit<60>   x;\n    bit<3>    z;\n{IHL}")), (ACT, "hdr.ipv4.x = 1;".into())],
+            "not supported: access to header field `hdr.ipv4.x' (bit<60> at bit 5 of its header) spanning more than 8 bytes at r.p4:83:9".into()),
+        // Up to 8 bytes an access compiles: bit<64> on a byte boundary, bit<60> at bit 4.
+        (vec![(IHL, format!("    bit<4>    y;\n    bit<64>   x;\n    bit<4>    w;\n{IHL}")), (ACT, "hdr.ipv4.x = hdr.ipv4.x + 1;".into())], "(compiled)".into()),
+        (vec![(IHL, format!("    bit<60>   x;\n    bit<4>    y;\n{IHL}")), (ACT, "hdr.ipv4.x = hdr.ipv4.x + 1;".into())], "(compiled)".into()),
+    ];
+    let cases: Vec<(Vec<(&str, String)>, &str)> =
+        cases.iter().map(|(e, w)| (e.clone(), w.as_str())).collect();
+    assert_edits(&cases);
 }
