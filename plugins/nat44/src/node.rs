@@ -161,13 +161,16 @@ pub struct NatNode {
 /// `cand_of` of a packet that takes the per-packet path.
 const NO_CAND: u16 = u16::MAX;
 
-/// `cand_of` of a candidate the lookup pass translated.
-const DONE: u16 = u16::MAX - 1;
-
 /// `vals` of a candidate whose session pass 1 found expired (the per-packet lookup frees
 /// it; no flow's table value, nor [`MISS`]).
 const EXPIRED: u64 = MISS - 1;
 const _: () = assert!(EXPIRED > MAX_VALUE, "EXPIRED must be no flow's table value");
+
+/// `vals` of a candidate pass 1 translated (marked there rather than in `cand_of`, which
+/// pass 1 writes in frame order as it parses; no flow's table value, [`MISS`] or
+/// [`EXPIRED`]).
+const DONE: u64 = MISS - 2;
+const _: () = assert!(DONE > MAX_VALUE, "DONE must be no flow's table value");
 
 /// `nexts` of a packet handed to another thread (no next arc has this index).
 const HANDED: u16 = u16::MAX;
@@ -872,12 +875,12 @@ impl NodeFn for NatNode {
                     let nx = arc.next(features, b.hdr.rx_if, NatNext::Lookup.next());
                     debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
                     nexts[pos] = nx.0;
-                    cand_of[pos] = DONE;
+                    vals[k] = DONE;
                     translated += 1;
                 }
             }};
         }
-        for (i, &bi) in frame.iter().enumerate() {
+        for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
             // Past the frame's end the addresses repeat the last packet's.
             addrs.prefetch(i + 2, true);
             let mut c = NO_CAND;
@@ -934,7 +937,7 @@ impl NodeFn for NatNode {
                     }
                 }
             }
-            cand_of[i] = c;
+            *co = c;
             if c != NO_CAND {
                 if far && nc > PROBE_BEHIND {
                     probe!(nc - 1 - PROBE_BEHIND);
@@ -966,7 +969,7 @@ impl NodeFn for NatNode {
         let rest = if translated < n as u64 { frame } else { &[] };
         for (i, &bi) in rest.iter().enumerate() {
             let k = cand_of[i];
-            if k == DONE {
+            if vals.get(k as usize) == Some(&DONE) {
                 continue;
             }
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.
