@@ -759,23 +759,18 @@ impl NodeFn for NatNode {
         let timeouts = cfg.timeouts;
         w.table.expire(now, &timeouts, FRAME_EXPIRE);
         let side = if *out { Side::Out } else { Side::In };
-        // Pass 1, one loop over the frame, software-pipelined over its candidates
-        // (a TCP/UDP/echo packet this thread owns, out2in: addressed to an external
-        // address): as candidate `c` is parsed (its digest computed; a large table's bucket
-        // prefetched), candidate `c − PROBE_BEHIND` is looked up (its flow record prefetched;
-        // a small table's candidate is looked up as it is parsed) and candidate `c − lag`
-        // hit and translated, so that each miss overlaps the later candidates' work and the
-        // packet's lines are still in L1 when it is translated. Nothing here frees or creates
-        // a session, so every hit stays valid to the end; misses and expired sessions wait
-        // for pass 2.
+        // Pass 1, one loop over the frame, software-pipelined over its candidates (a
+        // TCP/UDP/echo packet this thread owns, out2in: addressed to an external address):
+        // as candidate `c` is parsed (its digest computed; a large table's bucket
+        // prefetched), candidate `c − PROBE_BEHIND` is looked up (its flow record
+        // prefetched; a small table's candidate is looked up as it is parsed) and the
+        // candidate `HIT_BEHIND` before that one hit and translated, so that each miss
+        // overlaps the later candidates' work and the packet's lines are still in L1 when it
+        // is translated. Nothing here frees or creates a session, so every hit stays valid
+        // to the end; misses and expired sessions wait for pass 2.
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
         let mut nc = 0;
         let far = w.table.len() > PREFETCH_BUCKETS_FROM;
-        let lag = if far {
-            PROBE_BEHIND + HIT_BEHIND
-        } else {
-            HIT_BEHIND
-        };
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -880,81 +875,93 @@ impl NodeFn for NatNode {
                 }
             }};
         }
-        for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
-            // Past the frame's end the addresses repeat the last packet's.
-            addrs.prefetch(i + 2, true);
-            let mut c = NO_CAND;
-            {
-                // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
-                // view ends with this block, before the pipeline's hit makes another.
-                let b = unsafe { arena.buffer_at(addrs, i, bi) };
-                if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                    // The flow key first: the ownership test below takes the tuple back
-                    // from it only when another thread may own the flow (a tuple passed by
-                    // reference from here was kept on the stack for every packet). The key
-                    // is built for every parsed packet, also those another thread owns
-                    // (handed off) and out2in ones to a non-external address (passed
-                    // through): a few instructions spent on those paths, for the saving on
-                    // the candidates'.
-                    let fib = if *out { 0 } else { b.hdr.ip.fib_index };
-                    let k = Key::new(side, &t, fib);
-                    let (owner, ours) = if *out {
-                        let t = k.tuple();
-                        (
-                            local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
-                            cfg.is_external(t.dst),
-                        )
-                    } else {
-                        (
-                            local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
-                            true,
-                        )
-                    };
-                    if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                        // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                        // panics rather than losing the packet's candidacy silently).
-                        let d = pc.table.key_digest(k);
-                        // A table larger than the caches: its bucket prefetched, looked up
-                        // `PROBE_BEHIND` candidates on. A smaller one is in cache: looked up
-                        // here, at once.
-                        if far {
-                            pc.table.prefetch_bucket(d);
-                            digests[nc] = d;
-                        } else {
-                            let v = pc.table.probe(d);
-                            vals[nc] = v;
-                            pc.table.prefetch(v);
+        // The loop for each table size (`$far`: past `PREFETCH_BUCKETS_FROM` sessions;
+        // `$lag`: how many candidates a hit trails its parse), so that neither is tested
+        // per packet.
+        macro_rules! pass1 {
+            ($far:expr, $lag:expr) => {{
+                for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
+                    // Past the frame's end the addresses repeat the last packet's.
+                    addrs.prefetch(i + 2, true);
+                    let mut c = NO_CAND;
+                    {
+                        // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
+                        // view ends with this block, before the pipeline's hit makes another.
+                        let b = unsafe { arena.buffer_at(addrs, i, bi) };
+                        if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
+                            // The flow key first: the ownership test below takes the tuple back
+                            // from it only when another thread may own the flow (a tuple passed by
+                            // reference from here was kept on the stack for every packet). The key
+                            // is built for every parsed packet, also those another thread owns
+                            // (handed off) and out2in ones to a non-external address (passed
+                            // through): a few instructions spent on those paths, for the saving on
+                            // the candidates'.
+                            let fib = if *out { 0 } else { b.hdr.ip.fib_index };
+                            let k = Key::new(side, &t, fib);
+                            let (owner, ours) = if *out {
+                                let t = k.tuple();
+                                (
+                                    local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
+                                    cfg.is_external(t.dst),
+                                )
+                            } else {
+                                (
+                                    local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
+                                    true,
+                                )
+                            };
+                            if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
+                                // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                                // panics rather than losing the packet's candidacy silently).
+                                let d = pc.table.key_digest(k);
+                                // A table larger than the caches: its bucket prefetched, looked up
+                                // `PROBE_BEHIND` candidates on. A smaller one is in cache: looked up
+                                // here, at once.
+                                if $far {
+                                    pc.table.prefetch_bucket(d);
+                                    digests[nc] = d;
+                                } else {
+                                    let v = pc.table.probe(d);
+                                    vals[nc] = v;
+                                    pc.table.prefetch(v);
+                                }
+                                cands[nc] = Cand {
+                                    k,
+                                    // The IHL's bytes: at most 60.
+                                    l4: l4 as u8,
+                                    kind,
+                                    pos: i as u16,
+                                };
+                                c = nc as u16;
+                                nc += 1;
+                            }
                         }
-                        cands[nc] = Cand {
-                            k,
-                            // The IHL's bytes: at most 60.
-                            l4: l4 as u8,
-                            kind,
-                            pos: i as u16,
-                        };
-                        c = nc as u16;
-                        nc += 1;
+                    }
+                    *co = c;
+                    if c != NO_CAND {
+                        if $far && nc > PROBE_BEHIND {
+                            probe!(nc - 1 - PROBE_BEHIND);
+                        }
+                        if nc > $lag {
+                            hit!(nc - 1 - $lag);
+                        }
                     }
                 }
-            }
-            *co = c;
-            if c != NO_CAND {
-                if far && nc > PROBE_BEHIND {
-                    probe!(nc - 1 - PROBE_BEHIND);
+                // The pipeline's tail: the last candidates' lookups and hits.
+                if $far {
+                    for k in nc.saturating_sub(PROBE_BEHIND)..nc {
+                        probe!(k);
+                    }
                 }
-                if nc > lag {
-                    hit!(nc - 1 - lag);
+                for k in nc.saturating_sub($lag)..nc {
+                    hit!(k);
                 }
-            }
+            }};
         }
-        // The pipeline's tail: the last candidates' lookups and hits.
         if far {
-            for k in nc.saturating_sub(PROBE_BEHIND)..nc {
-                probe!(k);
-            }
-        }
-        for k in nc.saturating_sub(lag)..nc {
-            hit!(k);
+            pass1!(true, PROBE_BEHIND + HIT_BEHIND);
+        } else {
+            pass1!(false, HIT_BEHIND);
         }
         let cands = &cands[..nc];
         let vals = &mut vals[..nc];
