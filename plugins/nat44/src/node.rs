@@ -1252,12 +1252,9 @@ mod tests {
         h.assert_no_leaks();
     }
 
-    /// With more than `PREFETCH_BUCKETS_FROM` live sessions pass 1 prefetches each
-    /// candidate's bucket: the established flows are still found and translated as when
-    /// their sessions were created (the same outside address and port, the bytes alike).
-    #[test]
-    fn a_table_past_the_bucket_prefetch_threshold_translates_its_hits() {
-        let n = PREFETCH_BUCKETS_FROM + 1;
+    /// The in2out node under test on the main thread alone, 4,096 sessions, 1,024 buffers
+    /// (`inside_pg0_outside_pg1`): its harness, pg0's index and the NAT's shared state.
+    fn in2out_4096() -> (Harness, u32, Arc<NatShared>) {
         let (mut vm, _cli) = sluice_vnet::testing::configured(
             &[enabled(&PLUGIN)],
             0,
@@ -1270,7 +1267,16 @@ mod tests {
             .expect("pg0")
             .0;
         let shared = vm.ext_mut::<NatMain>().shared.clone();
-        let mut h = Harness::new(vm, crate::IN2OUT);
+        (Harness::new(vm, crate::IN2OUT), pg0, shared)
+    }
+
+    /// With more than `PREFETCH_BUCKETS_FROM` live sessions pass 1 prefetches each
+    /// candidate's bucket: the established flows are still found and translated as when
+    /// their sessions were created (the same outside address and port, the bytes alike).
+    #[test]
+    fn a_table_past_the_bucket_prefetch_threshold_translates_its_hits() {
+        let n = PREFETCH_BUCKETS_FROM + 1;
+        let (mut h, pg0, shared) = in2out_4096();
         let rx = |m: &mut BufferHeader| m.rx_if = pg0;
         let pkts: Vec<Vec<u8>> = (0..n)
             .map(|k| {
@@ -1324,18 +1330,7 @@ mod tests {
     /// sessions' creation translated them, each new flow (one of them twice) gets one
     /// session in pass 2, and the frame leaves in its order.
     fn mixed_frame(filler: usize) {
-        let (mut vm, _cli) = sluice_vnet::testing::configured(
-            &[enabled(&PLUGIN)],
-            0,
-            1024,
-            &inside_pg0_outside_pg1("nat44 plugin enable sessions 4096"),
-        );
-        let pg0 = vm
-            .ext_mut::<sluice_vnet::Interfaces>()
-            .find("pg0")
-            .expect("pg0")
-            .0;
-        let mut h = Harness::new(vm, crate::IN2OUT);
+        let (mut h, pg0, _) = in2out_4096();
         let rx = |m: &mut BufferHeader| m.rx_if = pg0;
         let udp = |src: &str, sport: usize, dport: usize| {
             pkt(&format!("UDP: {src} -> 10.0.1.2\nUDP: {sport} -> {dport}"))
