@@ -1328,7 +1328,11 @@ mod tests {
     /// pipeline (`PROBE_BEHIND` + `HIT_BEHIND` candidates), in a table below and past
     /// `PREFETCH_BUCKETS_FROM` sessions: the hits are translated in pass 1 as their
     /// sessions' creation translated them, each new flow (one of them twice) gets one
-    /// session in pass 2, and the frame leaves in its order.
+    /// session in pass 2, and the frame leaves in its order. Packets that are not
+    /// candidates (an unsupported protocol, passed through) sit between the flows, so a
+    /// candidate's index is not its frame position; a second frame of established flows
+    /// and those alone (no session created in it, so pass 2 does not look a flow up again)
+    /// fails if pass 1's pipeline hits a candidate by its frame position or skips one.
     fn mixed_frame(filler: usize) {
         let (mut h, pg0, _) = in2out_4096();
         let rx = |m: &mut BufferHeader| m.rx_if = pg0;
@@ -1347,39 +1351,87 @@ mod tests {
         h.run_with(&old, rx);
         let created = h.arc("ip4-lookup");
         h.clear();
-        // Established k, then new k (new 0 again at the end).
+        // Not a candidate: an unsupported protocol (GRE) to an inside address, passed
+        // through as it came (destination port `7000 + k` in its bytes, for the order).
+        let other = |k: usize| {
+            let mut p = udp("10.0.0.4", 3000 + k, 7000 + k);
+            p[16..20].copy_from_slice(&[10, 0, 0, 7]);
+            p[9] = 47;
+            p[10..12].fill(0);
+            let c = sluice_wire::checksum::internet_checksum(&p[..20]);
+            p[10..12].copy_from_slice(&c.to_be_bytes());
+            p
+        };
+        // Established k, then new k, then (every other k) a packet passed through; new 0
+        // again at the end.
         let mut frame = Vec::new();
+        let mut want = Vec::new();
         for (k, p) in old.iter().enumerate() {
             frame.push(p.clone());
             frame.push(udp("10.0.0.3", 2000 + k, 6000 + k));
+            want.extend([5000 + k, 6000 + k]);
+            if k % 2 == 1 {
+                frame.push(other(k));
+                want.push(7000 + k);
+            }
         }
         frame.push(udp("10.0.0.3", 2000, 6000));
+        want.push(6000);
+        let passed = e / 2;
         h.run_with(&frame, rx);
         let out: Vec<Vec<u8>> = h.arc("ip4-lookup").into_iter().map(|c| c.data).collect();
         h.assert_counters(&[
             ("session_created", (filler + 2 * e) as u64),
             ("translated", (filler + 3 * e + 1) as u64),
+            ("passed", passed as u64),
         ]);
         assert!(h.drops().is_empty());
         let dport = |d: &[u8]| u16::from_be_bytes([d[22], d[23]]) as usize;
-        let want: Vec<usize> = (0..e)
-            .flat_map(|k| [5000 + k, 6000 + k])
-            .chain([6000])
-            .collect();
         let got: Vec<usize> = out.iter().map(|d| dport(d)).collect();
         assert_eq!(got, want, "the frame's order");
+        let at = |port: usize| want.iter().position(|&w| w == port).expect("sent");
         for (k, c) in created.iter().enumerate() {
             assert!(
-                out[2 * k] == c.data,
+                out[at(5000 + k)] == c.data,
                 "established flow {k} as at its creation"
             );
         }
-        for d in &out {
-            assert_eq!(d[12..16], [10, 0, 1, 100], "outside address");
+        for (d, &w) in out.iter().zip(&want) {
+            if w >= 7000 {
+                assert!(*d == other(w - 7000), "passed through as it came");
+            } else {
+                assert_eq!(d[12..16], [10, 0, 1, 100], "outside address");
+            }
         }
         assert!(
-            out[1] == out[2 * e],
+            out[at(6000)] == out[out.len() - 1],
             "a new flow's two packets, one session"
+        );
+        h.clear();
+        // Established flows alone, a packet passed through after every third: pass 1
+        // translates every one (no session is created, so a candidate pass 1 missed would
+        // get a second session in pass 2).
+        let mut frame = Vec::new();
+        let mut want = Vec::new();
+        for (k, p) in old.iter().enumerate() {
+            frame.push(p.clone());
+            want.push(created[k].data.clone());
+            if k % 3 == 0 {
+                frame.push(other(k));
+                want.push(other(k));
+            }
+        }
+        h.run_with(&frame, rx);
+        let out: Vec<Vec<u8>> = h.arc("ip4-lookup").into_iter().map(|c| c.data).collect();
+        h.assert_counters(&[
+            ("session_created", (filler + 2 * e) as u64),
+            ("translated", (filler + 4 * e + 1) as u64),
+            ("passed", (passed + e.div_ceil(3)) as u64),
+        ]);
+        assert!(h.drops().is_empty());
+        assert!(
+            out == want,
+            "established flows as at their creation, in frame order"
         );
         h.assert_no_leaks();
     }
