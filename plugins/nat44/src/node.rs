@@ -877,7 +877,8 @@ impl NodeFn for NatNode {
         }
         // The loop for each table size (`$far`: past `PREFETCH_BUCKETS_FROM` sessions;
         // `$lag`: how many candidates a hit trails its parse), so that neither is tested
-        // per packet.
+        // per packet. `probe!`, `hit!` and `pass1!` use this function's locals by name
+        // (`pc`, `cands`, `digests`, `vals`, `nexts`, `nc`, `arc`, `translated`, ...).
         macro_rules! pass1 {
             ($far:expr, $lag:expr) => {{
                 for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
@@ -885,23 +886,25 @@ impl NodeFn for NatNode {
                     addrs.prefetch(i + 2, true);
                     let mut c = NO_CAND;
                     {
-                        // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
-                        // view ends with this block, before the pipeline's hit makes another.
+                        // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as
+                        // above); the view ends with this block, before the pipeline's hit
+                        // makes another.
                         let b = unsafe { arena.buffer_at(addrs, i, bi) };
                         if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                            // The flow key first: the ownership test below takes the tuple back
-                            // from it only when another thread may own the flow (a tuple passed by
-                            // reference from here was kept on the stack for every packet). The key
-                            // is built for every parsed packet, also those another thread owns
-                            // (handed off) and out2in ones to a non-external address (passed
-                            // through): a few instructions spent on those paths, for the saving on
-                            // the candidates'.
+                            // The flow key first: the ownership test below takes the tuple
+                            // back from it only when another thread may own the flow (a tuple
+                            // passed by reference from here was kept on the stack for every
+                            // packet). The key is built for every parsed packet, also those
+                            // another thread owns (handed off) and out2in ones to a
+                            // non-external address (passed through): a few instructions spent
+                            // on those paths, for the saving on the candidates'.
                             let fib = if *out { 0 } else { b.hdr.ip.fib_index };
                             let k = Key::new(side, &t, fib);
                             let (owner, ours) = if *out {
                                 let t = k.tuple();
                                 (
-                                    local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
+                                    local
+                                        || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
                                     cfg.is_external(t.dst),
                                 )
                             } else {
@@ -911,12 +914,13 @@ impl NodeFn for NatNode {
                                 )
                             };
                             if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                                // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                                // panics rather than losing the packet's candidacy silently).
+                                // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken
+                                // invariant panics rather than losing the packet's candidacy
+                                // silently).
                                 let d = pc.table.key_digest(k);
-                                // A table larger than the caches: its bucket prefetched, looked up
-                                // `PROBE_BEHIND` candidates on. A smaller one is in cache: looked up
-                                // here, at once.
+                                // A table larger than the caches: its bucket prefetched, looked
+                                // up `PROBE_BEHIND` candidates on. A smaller one is in cache:
+                                // looked up here, at once.
                                 if $far {
                                     pc.table.prefetch_bucket(d);
                                     digests[nc] = d;
