@@ -42,11 +42,17 @@
 //! in locals, where the per-packet loop reloaded them from the node for every packet; any
 //! other packet goes through `process_one`, and after a packet of an L2 (or redirected,
 //! admin-down) interface the rest of the frame goes through `process_one` alone.
+//! After a packet sent to `ip4-input` or `ip6-input`, the packets that follow it the same
+//! way (its interface, MAC and EtherType: one compare, no arc to pick) are a run
+//! (`ip_family::fast_run`) that writes no next: a frame that is one run goes on whole
+//! (`enqueue_all`); a frame whose runs keep breaking takes the fast path a packet at a
+//! time.
 //!
 //! VPP: `vnet/ethernet/node.c`.
 
 use crate::interface::{counter, IfCounters};
 use crate::ip4::Ip4Shared;
+use crate::ip_family::{fast_run, SLOW_SWITCH_MIN, SLOW_SWITCH_SHARE};
 use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED, TRACED};
 use sluice_buffer::BufIdx;
 use sluice_buffer::{Buffer, BufferHeader};
@@ -538,13 +544,70 @@ fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
         IPV6_NE => (f.fib[1], EthNext::Ip6),
         _ => return None,
     };
+    strip_l3(b, fib);
+    Some(next.next())
+}
+
+/// An L3 frame's metadata: its table, the Ethernet header stripped (`head` found it in the
+/// buffer, so the stores cannot fail).
+#[inline(always)]
+fn strip_l3(b: &mut Buffer<'_>, fib: u32) {
     b.hdr.ip.fib_index = fib;
     let l2 = b.hdr.current_data;
     b.hdr.l2.l2_hdr_offset = l2;
     b.hdr.current_data = l2 + HEADER_LEN as i16;
     b.hdr.current_length -= HEADER_LEN as u16;
     b.hdr.ip.l3_hdr_offset = l2 + HEADER_LEN as i16;
-    Some(next.next())
+}
+
+/// A run of packets that all take one arc of the L3 fast path: [`fast_one`]'s tests with
+/// the EtherType fixed (one compare, no arc to pick), for the packets after one that took
+/// that arc.
+#[derive(Clone, Copy)]
+struct Run {
+    rx_if: u32,
+    mac: u64,
+    et_ne: u16,
+    fib: u32,
+}
+
+impl Run {
+    /// The run after a packet that went to `next` with the fast path's state `f`: `None`
+    /// unless `next` is IPv4 or IPv6 and `f` an L3 interface's.
+    #[inline(always)]
+    fn after(f: &Fast, next: Next) -> Option<Run> {
+        let (et_ne, fib) = match next {
+            n if n == EthNext::Ip4.next() => (IPV4_NE, f.fib[0]),
+            n if n == EthNext::Ip6.next() => (IPV6_NE, f.fib[1]),
+            _ => return None,
+        };
+        Some(Run {
+            rx_if: f.rx_if,
+            mac: f.mac,
+            et_ne,
+            fib,
+        })
+    }
+
+    /// Whether `b` belongs to the run (then stripped as [`fast_one`] would); `false`,
+    /// having changed nothing, for anything else.
+    #[inline(always)]
+    fn take(&self, b: &mut Buffer<'_>) -> bool {
+        if b.hdr.rx_if != self.rx_if || b.hdr.flags & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED) != 0
+        {
+            return false;
+        }
+        let Some(h) = b.head::<HEADER_LEN>() else {
+            return false;
+        };
+        let et_ne = u16::from_ne_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
+        let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+        if w << MAC_SHIFT != self.mac || et_ne != self.et_ne {
+            return false;
+        }
+        strip_l3(b, self.fib);
+        true
+    }
 }
 
 /// The frame loop: `PerPacket`'s (addresses resolved once, headers and data prefetched
@@ -553,7 +616,11 @@ fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
 /// our MAC, traced) goes through `process_one`, after which the state is read again. Once
 /// a packet's interface is special (L2, input redirect, admin-down) the rest of the frame
 /// goes through `process_one` alone (frames come from one interface: an L2 interface's
-/// frame would fail the fast path's tests on every packet).
+/// frame would fail the fast path's tests on every packet). After each packet sent to
+/// `ip4-input`/`ip6-input`, the packets like it ([`Run`]) go through `fast_run` without a
+/// next each (filled in after, unless the whole frame is one run: then it is sent on
+/// whole); once [`SLOW_SWITCH_MIN`] runs and one in [`SLOW_SWITCH_SHARE`] packets have
+/// broken (IPv4 and IPv6 interleaved, ...), the rest takes [`fast_one`] a packet at a time.
 impl NodeFn for EthernetInput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let (arena, frame, mut s) = cx.resolve_frame(frame);
@@ -563,11 +630,54 @@ impl NodeFn for EthernetInput {
         let addrs = &*addrs;
         let mut fast = self.fast();
         let mut i = 0;
+        // Runs ended by a packet off them: past `SLOW_SWITCH_MIN` and one in
+        // `SLOW_SWITCH_SHARE`, the rest of the frame takes the per-packet loop below.
+        let mut breaks = 0;
         while i < n {
             addrs.prefetch(i + PREFETCH_AHEAD, true);
-            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
-            // the view lives only for this iteration.
+            let next = {
+                // SAFETY: the dispatcher hands this node exclusive ownership of every index
+                // in `frame`; each index appears once, `addrs` was resolved from `frame`
+                // above and the view ends with this block, before `fast_run` makes its own.
+                let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+                match fast_one(&fast, &mut b) {
+                    Some(nx) => nx,
+                    None => {
+                        let nx = self.process_one(cx, &mut b);
+                        fast = self.fast();
+                        nx
+                    }
+                }
+            };
+            nexts[i] = next.0;
+            i += 1;
+            if self.cached_special != 0 {
+                break;
+            }
+            let Some(run) = Run::after(&fast, next) else {
+                continue;
+            };
+            // SAFETY: as above (no view of a buffer of `frame` is alive).
+            let j = unsafe { fast_run(arena, addrs, frame, i, |b| run.take(b)) };
+            if i == 1 && j == n {
+                // The whole frame on one arc, no next written past the first.
+                self.end_frame(cx);
+                cx.enqueue_all(next, frame);
+                cx.put_frame_scratch(s);
+                return;
+            }
+            nexts[i..j].fill(next.0);
+            i = j;
+            breaks += 1;
+            if breaks >= SLOW_SWITCH_MIN && breaks * SLOW_SWITCH_SHARE > i {
+                break;
+            }
+        }
+        // A frame whose runs keep breaking (IPv4 and IPv6 mixed, other interfaces, ...): the
+        // fast path a packet at a time.
+        while i < n && self.cached_special == 0 {
+            addrs.prefetch(i + PREFETCH_AHEAD, true);
+            // SAFETY: as above; the view lives only for this iteration.
             let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
             if let Some(nx) = fast_one(&fast, &mut b) {
                 nexts[i] = nx.0;
@@ -577,9 +687,6 @@ impl NodeFn for EthernetInput {
             nexts[i] = self.process_one(cx, &mut b).0;
             i += 1;
             fast = self.fast();
-            if self.cached_special != 0 {
-                break;
-            }
         }
         // A frame of an L2 interface (or one with an input redirect, or admin-down): the
         // rest per packet, without the fast path's tests.

@@ -366,3 +366,101 @@ fn a_frame_of_several_interfaces_takes_each_ones_mac_and_tables() {
     t.assert_counters(&[("l3_mac_mismatch", 2)]);
     t.assert_no_leaks();
 }
+
+/// The frame loop's runs (the packets after one that went to `ip4-input` or `ip6-input`,
+/// tested with that packet's EtherType and no next written): every packet a run must not
+/// take ends it and is classified on its own — another EtherType, another interface,
+/// another MAC, a group source, a runt, a flagged packet — and the packets after it start
+/// a new run; past the switch the rest goes a packet at a time. Each test of `Run::take`
+/// removed makes one of these packets go to the run's arc (or keep its flag).
+#[test]
+fn runs_end_at_every_packet_they_must_not_take() {
+    use sluice_buffer::flags::L2_TO_BVI;
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli(
+        "ip table add 7
+         create loopback interface mac 02:00:00:00:00:01
+         set interface state loop1 up
+         set interface ip table loop1 7",
+    );
+    let l1 = t.sw_if("loop1");
+    let fib1 = sluice_vnet::ip4::fib_index(&mut t.h.vm, 7).expect("table 7");
+    // Packet k of IPv4 goes to 10.0.1.k: the order each arc receives them in is checked.
+    let v4 = |k: u8| udp4("10.0.0.2", &format!("10.0.1.{k}"));
+    let v6 = pkt(&format!(
+        "IP6: {PEER_MAC} -> {OUR_MAC}\nUDP: 2001:db8::2 -> 2001:db8:1::2\nUDP: 1 -> 2"
+    ));
+    let mut other_mac = v4(100);
+    other_mac[5] = 0x99;
+    let mut group_src = v4(101);
+    group_src[6] |= 1;
+    let runt = v4(102)[..13].to_vec();
+    // (packet, rx interface, flags); what `ip4-input` gets, in order: (last byte of the
+    // destination, rx interface, table).
+    let mut sent: Vec<(Vec<u8>, u32, u32)> = Vec::new();
+    let mut want = Vec::new();
+    let mut k = 1;
+    // Twelve packets a run: fewer breaks than the switch to the per-packet loop asks.
+    let mut good = |sent: &mut Vec<_>, want: &mut Vec<_>, n: usize| {
+        for _ in 0..n {
+            sent.push((v4(k), sw, 0));
+            want.push((k, sw, 0));
+            k += 1;
+        }
+    };
+    good(&mut sent, &mut want, 12);
+    sent.push((v6.clone(), sw, 0));
+    good(&mut sent, &mut want, 12);
+    // The same MAC, another interface: table 7.
+    sent.push((v4(200), l1, 0));
+    want.push((200, l1, fib1));
+    good(&mut sent, &mut want, 12);
+    for bad in [other_mac, group_src, runt] {
+        sent.push((bad, sw, 0));
+        good(&mut sent, &mut want, 12);
+    }
+    // Flagged: its flag cleared on the way.
+    sent.push((v4(201), sw, L2_TO_BVI));
+    want.push((201, sw, 0));
+    good(&mut sent, &mut want, 12);
+    // Runs of one: the switch to the per-packet loop.
+    for _ in 0..6 {
+        sent.push((v6.clone(), sw, 0));
+        good(&mut sent, &mut want, 1);
+    }
+    assert!(sent.len() <= 256, "one frame");
+    let bufs: Vec<_> = sent
+        .iter()
+        .map(|(p, rx, f)| {
+            t.packet(p, |h| {
+                h.rx_if = *rx;
+                h.flags |= *f;
+                h.ip.fib_index = 99;
+            })
+        })
+        .collect();
+    t.inject(&bufs);
+    let ip4 = t.arc("ip4-input");
+    let got: Vec<_> = ip4
+        .iter()
+        .map(|c| {
+            assert_eq!(c.hdr.current_data, 14, "{c:?}");
+            assert_eq!(c.hdr.ip.l3_hdr_offset, 14, "{c:?}");
+            assert_eq!(c.hdr.flags & L2_TO_BVI, 0, "{c:?}");
+            (c.data[19], c.hdr.rx_if, c.hdr.ip.fib_index)
+        })
+        .collect();
+    assert_eq!(got, want);
+    let ip6 = t.arc("ip6-input");
+    assert_eq!(ip6.len(), 7);
+    for c in &ip6 {
+        assert_eq!((c.hdr.rx_if, c.hdr.ip.fib_index), (sw, 0));
+        assert_eq!(c.data, v6[14..]);
+    }
+    t.assert_counters(&[
+        ("l3_mac_mismatch", 1),
+        ("multicast_source_mac", 1),
+        ("runt", 1),
+    ]);
+    t.assert_no_leaks();
+}
