@@ -54,12 +54,12 @@ use crate::interface::{counter, IfCounters};
 use crate::ip4::Ip4Shared;
 use crate::ip_family::{fast_run, SLOW_SWITCH_MIN, SLOW_SWITCH_SHARE};
 use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED, TRACED};
-use sluice_buffer::BufIdx;
+use sluice_buffer::{Arena, BufIdx, FrameAddrs};
 use sluice_buffer::{Buffer, BufferHeader};
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{
     Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, TraceRecord,
-    PREFETCH_AHEAD,
+    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
 };
 use sluice_wire::ethernet::{ethertype, field, HEADER_LEN};
 use sluice_wire::Mac;
@@ -610,6 +610,76 @@ impl Run {
     }
 }
 
+/// [`EthernetInput::runs`]: the whole frame is one run (its nexts not written past the
+/// first).
+const WHOLE: usize = usize::MAX;
+
+impl EthernetInput {
+    /// From packet 1 of `frame` (packet 0's next in `nexts[0]`), runs ([`Run`]) after each
+    /// packet sent to `ip4-input`/`ip6-input`, other packets one at a time between them:
+    /// the index of the first packet left (the frame's length, or after a special packet,
+    /// or once [`SLOW_SWITCH_MIN`] runs and one in [`SLOW_SWITCH_SHARE`] packets have
+    /// broken), or [`WHOLE`]. Out of line: in the frame loop, the per-packet L2 loop after
+    /// it reloaded three values from the stack every packet.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns every buffer of `frame` (one node's frame) and resolved `addrs` from
+    /// it; no other view of them is alive.
+    #[inline(never)]
+    unsafe fn runs(
+        &mut self,
+        cx: &mut Cx,
+        arena: Arena<'_>,
+        addrs: &FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
+        frame: &[BufIdx],
+        nexts: &mut [u16; FRAME_SIZE],
+    ) -> usize {
+        let n = frame.len().min(FRAME_SIZE);
+        let mut fast = self.fast();
+        let mut next = Next(nexts[0]);
+        let mut i = 1;
+        // Runs ended by a packet off them.
+        let mut breaks = 0;
+        loop {
+            if let Some(run) = Run::after(&fast, next) {
+                // SAFETY: the caller's contract.
+                let j = unsafe { fast_run(arena, addrs, frame, i, |b| run.take(b)) };
+                if i == 1 && j == n {
+                    return WHOLE;
+                }
+                nexts[i..j].fill(next.0);
+                i = j;
+                breaks += 1;
+                if breaks >= SLOW_SWITCH_MIN && breaks * SLOW_SWITCH_SHARE > i {
+                    return i;
+                }
+            }
+            if i >= n {
+                return n;
+            }
+            addrs.prefetch(i + PREFETCH_AHEAD, true);
+            next = {
+                // SAFETY: the caller's contract; the view ends with this block.
+                let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+                match fast_one(&fast, &mut b) {
+                    Some(nx) => nx,
+                    None => {
+                        let nx = self.process_one(cx, &mut b);
+                        fast = self.fast();
+                        nx
+                    }
+                }
+            };
+            nexts[i] = next.0;
+            i += 1;
+            if self.cached_special != 0 {
+                return i;
+            }
+        }
+    }
+}
+
 /// The frame loop: `PerPacket`'s (addresses resolved once, headers and data prefetched
 /// `PREFETCH_AHEAD` on, the nexts handed on in one batch) with the L3 fast path's state in
 /// locals ([`Fast`]); a packet off it (another interface, a special one, not IP, not for
@@ -630,54 +700,11 @@ impl NodeFn for EthernetInput {
         let addrs = &*addrs;
         let mut fast = self.fast();
         let mut i = 0;
-        // Runs ended by a packet off them: past `SLOW_SWITCH_MIN` and one in
-        // `SLOW_SWITCH_SHARE`, the rest of the frame takes the per-packet loop below.
-        let mut breaks = 0;
         while i < n {
             addrs.prefetch(i + PREFETCH_AHEAD, true);
-            let next = {
-                // SAFETY: the dispatcher hands this node exclusive ownership of every index
-                // in `frame`; each index appears once, `addrs` was resolved from `frame`
-                // above and the view ends with this block, before `fast_run` makes its own.
-                let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
-                match fast_one(&fast, &mut b) {
-                    Some(nx) => nx,
-                    None => {
-                        let nx = self.process_one(cx, &mut b);
-                        fast = self.fast();
-                        nx
-                    }
-                }
-            };
-            nexts[i] = next.0;
-            i += 1;
-            if self.cached_special != 0 {
-                break;
-            }
-            let Some(run) = Run::after(&fast, next) else {
-                continue;
-            };
-            // SAFETY: as above (no view of a buffer of `frame` is alive).
-            let j = unsafe { fast_run(arena, addrs, frame, i, |b| run.take(b)) };
-            if i == 1 && j == n {
-                // The whole frame on one arc, no next written past the first.
-                self.end_frame(cx);
-                cx.enqueue_all(next, frame);
-                cx.put_frame_scratch(s);
-                return;
-            }
-            nexts[i..j].fill(next.0);
-            i = j;
-            breaks += 1;
-            if breaks >= SLOW_SWITCH_MIN && breaks * SLOW_SWITCH_SHARE > i {
-                break;
-            }
-        }
-        // A frame whose runs keep breaking (IPv4 and IPv6 mixed, other interfaces, ...): the
-        // fast path a packet at a time.
-        while i < n && self.cached_special == 0 {
-            addrs.prefetch(i + PREFETCH_AHEAD, true);
-            // SAFETY: as above; the view lives only for this iteration.
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
+            // the view lives only for this iteration.
             let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
             if let Some(nx) = fast_one(&fast, &mut b) {
                 nexts[i] = nx.0;
@@ -687,6 +714,25 @@ impl NodeFn for EthernetInput {
             nexts[i] = self.process_one(cx, &mut b).0;
             i += 1;
             fast = self.fast();
+            if self.cached_special != 0 {
+                break;
+            }
+            if i == 1 {
+                // The frame's first packet (always through `process_one`, the interface
+                // not yet cached): the runs after it, out of line.
+                // SAFETY: as above (no view of a buffer of `frame` is alive).
+                i = unsafe { self.runs(cx, arena, addrs, frame, nexts) };
+                if i == WHOLE {
+                    self.end_frame(cx);
+                    cx.enqueue_all(Next(s.nexts[0]), frame);
+                    cx.put_frame_scratch(s);
+                    return;
+                }
+                fast = self.fast();
+                if self.cached_special != 0 {
+                    break;
+                }
+            }
         }
         // A frame of an L2 interface (or one with an input redirect, or admin-down): the
         // rest per packet, without the fast path's tests.
