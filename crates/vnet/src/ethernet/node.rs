@@ -450,7 +450,7 @@ impl PacketNode for EthernetInput {
         // L2 interface, a traced packet, a BVI or locally built one) goes through `special`
         // first, which finishes it or clears its flags for the L3 path.
         let f = b.hdr.flags;
-        if self.cached_special | (f & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED)) != 0 {
+        if self.cached_special | (f & OFF_FAST_FLAGS) != 0 {
             if let Some(n) = self.special(cx, b) {
                 return n;
             }
@@ -525,20 +525,34 @@ impl EthernetInput {
     }
 }
 
-/// `process_one`'s L3 fast path alone: an IPv4 or IPv6 frame unicast to the cached (L3,
-/// not special) interface's MAC from a unicast MAC, not traced nor flagged. `None`, having
-/// changed nothing: anything else, for `process_one`.
+/// The flags that keep a packet off the L3 fast path and its runs (`special` handles them).
+const OFF_FAST_FLAGS: u32 = TRACED | L2_TO_BVI | LOCALLY_ORIGINATED;
+
+/// The tests [`fast_one`] and [`Run::take`] share (a test added to the fast path goes here,
+/// so runs cannot take what the fast path would not): `b` came in on `rx_if`, carries none
+/// of [`OFF_FAST_FLAGS`], holds a whole Ethernet header and is unicast to `mac` (shifted by
+/// `MAC_SHIFT`, with the source MAC's group bit clear). Its EtherType as loaded (`*_NE`),
+/// or `None`.
 #[inline(always)]
-fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
-    if b.hdr.rx_if != f.rx_if || b.hdr.flags & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
+fn fast_ethertype(rx_if: u32, mac: u64, b: &Buffer<'_>) -> Option<u16> {
+    if b.hdr.rx_if != rx_if || b.hdr.flags & OFF_FAST_FLAGS != 0 {
         return None;
     }
     let h = b.head::<HEADER_LEN>()?;
     let et_ne = u16::from_ne_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
     let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-    if w << MAC_SHIFT != f.mac {
+    if w << MAC_SHIFT != mac {
         return None;
     }
+    Some(et_ne)
+}
+
+/// `process_one`'s L3 fast path alone: an IPv4 or IPv6 frame unicast to the cached (L3,
+/// not special) interface's MAC from a unicast MAC, not traced nor flagged. `None`, having
+/// changed nothing: anything else, for `process_one`.
+#[inline(always)]
+fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
+    let et_ne = fast_ethertype(f.rx_if, f.mac, b)?;
     let (fib, next) = match et_ne {
         IPV4_NE => (f.fib[0], EthNext::Ip4),
         IPV6_NE => (f.fib[1], EthNext::Ip6),
@@ -593,16 +607,7 @@ impl Run {
     /// having changed nothing, for anything else.
     #[inline(always)]
     fn take(&self, b: &mut Buffer<'_>) -> bool {
-        if b.hdr.rx_if != self.rx_if || b.hdr.flags & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED) != 0
-        {
-            return false;
-        }
-        let Some(h) = b.head::<HEADER_LEN>() else {
-            return false;
-        };
-        let et_ne = u16::from_ne_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
-        let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-        if w << MAC_SHIFT != self.mac || et_ne != self.et_ne {
+        if fast_ethertype(self.rx_if, self.mac, b) != Some(self.et_ne) {
             return false;
         }
         strip_l3(b, self.fib);
