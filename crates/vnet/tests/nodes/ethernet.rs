@@ -464,3 +464,69 @@ fn runs_end_at_every_packet_they_must_not_take() {
     ]);
     t.assert_no_leaks();
 }
+
+/// A frame that is one whole run (every packet after the first like it: IPv6 to our MAC on
+/// one interface, on a table other than 0) is sent on whole, its nexts not written: every
+/// packet reaches `ip6-input`, in order, with the table and offsets `fast_one` would set.
+/// The frame before it (IPv4 and IPv6 alternating) leaves other nexts in the node's scratch,
+/// so a whole frame sent with the per-packet nexts would not pass.
+#[test]
+fn a_frame_of_one_run_goes_on_whole_with_its_metadata() {
+    let (mut t, _) = setup("ethernet-input");
+    t.cli(
+        "ip table add 7
+         ip6 table add 7
+         create loopback interface mac 02:00:00:00:00:0b
+         set interface state loop1 up
+         set interface ip table loop1 7
+         set interface ip6 table loop1 7",
+    );
+    let l1 = t.sw_if("loop1");
+    let fib6 = sluice_vnet::ip6::fib_index(&mut t.h.vm, 7).expect("ip6 table 7");
+    assert_ne!(fib6, 0, "ip6 table 7 is not table 0");
+    // Packet k goes to 2001:db8:1::k (the last byte of the destination: byte 39 of the
+    // IPv6 header).
+    let v6 = |k: u8| {
+        pkt(&format!(
+            "IP6: {PEER_MAC} -> 02:00:00:00:00:0b\nUDP: 2001:db8::2 -> 2001:db8:1::{k:x}\n\
+             UDP: 1 -> 2"
+        ))
+    };
+    let mut v4 = udp4("10.0.0.2", "10.0.1.2");
+    v4[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x0b]);
+    let mixed: Vec<_> = (0..64u8)
+        .map(|k| {
+            let p = if k % 2 == 0 { v6(k) } else { v4.clone() };
+            t.packet(&p, |h| h.rx_if = l1)
+        })
+        .collect();
+    t.inject(&mixed);
+    assert_eq!(t.arc("ip4-input").len(), 32);
+    assert_eq!(t.arc("ip6-input").len(), 32);
+    t.clear();
+    let n = 64u8;
+    let bufs: Vec<_> = (0..n)
+        .map(|k| {
+            t.packet(&v6(k), |h| {
+                h.rx_if = l1;
+                h.ip.fib_index = 99;
+            })
+        })
+        .collect();
+    t.inject(&bufs);
+    assert!(t.arc("ip4-input").is_empty());
+    let ip6 = t.arc("ip6-input");
+    assert_eq!(ip6.len(), n as usize);
+    let len = v6(0).len() - 14;
+    for (k, c) in ip6.iter().enumerate() {
+        assert_eq!((c.hdr.rx_if, c.hdr.ip.fib_index), (l1, fib6), "packet {k}");
+        assert_eq!(c.hdr.l2.l2_hdr_offset, 0, "packet {k}");
+        assert_eq!(c.hdr.current_data, 14, "packet {k}");
+        assert_eq!(c.hdr.ip.l3_hdr_offset, 14, "packet {k}");
+        assert_eq!(usize::from(c.hdr.current_length), len, "packet {k}");
+        assert_eq!(c.data.len(), len, "packet {k}");
+        assert_eq!(c.data[39], k as u8, "packet {k} in order");
+    }
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}
