@@ -630,7 +630,8 @@ impl EthernetInput {
     /// # Safety
     ///
     /// The caller owns every buffer of `frame` (one node's frame) and resolved `addrs` from
-    /// it; no other view of them is alive.
+    /// it; no other view of the buffers from packet 1 on is alive (packet 0's may be in
+    /// scope: `runs` never makes a view of it).
     #[inline(never)]
     unsafe fn runs(
         &mut self,
@@ -725,7 +726,8 @@ impl NodeFn for EthernetInput {
             if i == 1 {
                 // The frame's first packet (always through `process_one`, the interface
                 // not yet cached): the runs after it, out of line.
-                // SAFETY: as above (no view of a buffer of `frame` is alive).
+                // SAFETY: as above; packet 0's view `b` is still in scope but no longer
+                // used, and `runs` starts at index 1 (it never makes a view of packet 0).
                 i = unsafe { self.runs(cx, arena, addrs, frame, nexts) };
                 if i == WHOLE {
                     self.end_frame(cx);
