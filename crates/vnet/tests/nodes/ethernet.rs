@@ -296,24 +296,32 @@ fn traced_frame_gets_its_record_on_an_l3_interface() {
     t.assert_no_leaks();
 }
 
-/// One frame from three interfaces: the frame loop's fast path (the interface's MAC and
-/// tables kept in locals) follows each packet's interface, and the packets after an L2
-/// interface's (the rest of the frame goes per packet) are classified the same.
-#[test]
-fn a_frame_of_several_interfaces_takes_each_ones_mac_and_tables() {
-    let (mut t, sw) = setup("ethernet-input");
+/// `loop1`, MAC 02:00:00:00:00:0b, up, on IPv4 and IPv6 table 7: its index.
+fn loop1_on_table_7(t: &mut NodeTest) -> u32 {
     t.cli(
         "ip table add 7
          ip6 table add 7
          create loopback interface mac 02:00:00:00:00:0b
          set interface state loop1 up
          set interface ip table loop1 7
-         set interface ip6 table loop1 7
-         create loopback interface
+         set interface ip6 table loop1 7",
+    );
+    t.sw_if("loop1")
+}
+
+/// One frame from three interfaces: the frame loop's fast path (the interface's MAC and
+/// tables kept in locals) follows each packet's interface, and the packets after an L2
+/// interface's (the rest of the frame goes per packet) are classified the same.
+#[test]
+fn a_frame_of_several_interfaces_takes_each_ones_mac_and_tables() {
+    let (mut t, sw) = setup("ethernet-input");
+    let l1 = loop1_on_table_7(&mut t);
+    t.cli(
+        "create loopback interface
          set interface state loop2 up
          set interface l2 bridge loop2 5",
     );
-    let (l1, l2) = (t.sw_if("loop1"), t.sw_if("loop2"));
+    let l2 = t.sw_if("loop2");
     let to0 = udp4("10.0.0.2", "10.0.1.2");
     let mut to1 = to0.clone();
     to1[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x0b]);
@@ -473,15 +481,7 @@ fn runs_end_at_every_packet_they_must_not_take() {
 #[test]
 fn a_frame_of_one_run_goes_on_whole_with_its_metadata() {
     let (mut t, _) = setup("ethernet-input");
-    t.cli(
-        "ip table add 7
-         ip6 table add 7
-         create loopback interface mac 02:00:00:00:00:0b
-         set interface state loop1 up
-         set interface ip table loop1 7
-         set interface ip6 table loop1 7",
-    );
-    let l1 = t.sw_if("loop1");
+    let l1 = loop1_on_table_7(&mut t);
     let fib6 = sluice_vnet::ip6::fib_index(&mut t.h.vm, 7).expect("ip6 table 7");
     assert_ne!(fib6, 0, "ip6 table 7 is not table 0");
     // Packet k goes to 2001:db8:1::k (the last byte of the destination: byte 39 of the
