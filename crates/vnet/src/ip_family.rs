@@ -41,12 +41,12 @@ pub(crate) const SLOW_SWITCH_MIN: usize = 4;
 pub(crate) const SLOW_SWITCH_SHARE: usize = 6;
 
 /// From packet `i` on, the packets of `frame` that `fast` takes (the fast paths of
-/// `ip4-input`, `ip6-input`, `ip4-rewrite` and `ip6-rewrite`: `fast` changes a packet only
-/// when it returns `true`, and may keep state, the rewrite nodes' adjacency): the
-/// index of the first it does not, or the frame's length. Headers and data are prefetched
-/// [`PREFETCH_AHEAD`] on, as `PerPacket` does. Out of line, so that its loop has the
-/// registers to itself (inlined in `ip4-input`'s frame loop, the FIB hint and a constant
-/// were reloaded from the stack every packet).
+/// `ip4-input`, `ip6-input`, `ip4-rewrite` and `ip6-rewrite`, `ethernet-input`'s runs:
+/// `fast` changes a packet only when it returns `true`, and may keep state, the rewrite
+/// nodes' adjacency): the index of the first it does not, or the frame's length. Headers
+/// and data are prefetched [`PREFETCH_AHEAD`] on, as `PerPacket` does. Out of line, so
+/// that its loop has the registers to itself (inlined in `ip4-input`'s frame loop, the FIB
+/// hint and a constant were reloaded from the stack every packet).
 ///
 /// # Safety
 ///

@@ -42,18 +42,24 @@
 //! in locals, where the per-packet loop reloaded them from the node for every packet; any
 //! other packet goes through `process_one`, and after a packet of an L2 (or redirected,
 //! admin-down) interface the rest of the frame goes through `process_one` alone.
+//! After a packet sent to `ip4-input` or `ip6-input`, the packets that follow it the same
+//! way (its interface, MAC and EtherType: one compare, no arc to pick) are a run
+//! (`ip_family::fast_run`) that writes no next: a frame that is one run goes on whole
+//! (`enqueue_all`); a frame whose runs keep breaking takes the fast path a packet at a
+//! time.
 //!
 //! VPP: `vnet/ethernet/node.c`.
 
 use crate::interface::{counter, IfCounters};
 use crate::ip4::Ip4Shared;
+use crate::ip_family::{fast_run, SLOW_SWITCH_MIN, SLOW_SWITCH_SHARE};
 use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED, TRACED};
-use sluice_buffer::BufIdx;
+use sluice_buffer::{Arena, BufIdx, FrameAddrs};
 use sluice_buffer::{Buffer, BufferHeader};
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{
     Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, TraceRecord,
-    PREFETCH_AHEAD,
+    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
 };
 use sluice_wire::ethernet::{ethertype, field, HEADER_LEN};
 use sluice_wire::Mac;
@@ -444,7 +450,7 @@ impl PacketNode for EthernetInput {
         // L2 interface, a traced packet, a BVI or locally built one) goes through `special`
         // first, which finishes it or clears its flags for the L3 path.
         let f = b.hdr.flags;
-        if self.cached_special | (f & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED)) != 0 {
+        if self.cached_special | (f & OFF_FAST_FLAGS) != 0 {
             if let Some(n) = self.special(cx, b) {
                 return n;
             }
@@ -519,32 +525,165 @@ impl EthernetInput {
     }
 }
 
-/// `process_one`'s L3 fast path alone: an IPv4 or IPv6 frame unicast to the cached (L3,
-/// not special) interface's MAC from a unicast MAC, not traced nor flagged. `None`, having
-/// changed nothing: anything else, for `process_one`.
+/// The flags that keep a packet off the L3 fast path and its runs (`special` handles them).
+const OFF_FAST_FLAGS: u32 = TRACED | L2_TO_BVI | LOCALLY_ORIGINATED;
+
+/// The tests [`fast_one`] and [`Run::take`] share (a test added to the fast path goes here,
+/// so runs cannot take what the fast path would not): `b` came in on `rx_if`, carries none
+/// of [`OFF_FAST_FLAGS`], holds a whole Ethernet header and is unicast to `mac` (shifted by
+/// `MAC_SHIFT`, with the source MAC's group bit clear). Its EtherType as loaded (`*_NE`),
+/// or `None`.
 #[inline(always)]
-fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
-    if b.hdr.rx_if != f.rx_if || b.hdr.flags & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
+fn fast_ethertype(rx_if: u32, mac: u64, b: &Buffer<'_>) -> Option<u16> {
+    if b.hdr.rx_if != rx_if || b.hdr.flags & OFF_FAST_FLAGS != 0 {
         return None;
     }
     let h = b.head::<HEADER_LEN>()?;
     let et_ne = u16::from_ne_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
     let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-    if w << MAC_SHIFT != f.mac {
+    if w << MAC_SHIFT != mac {
         return None;
     }
+    Some(et_ne)
+}
+
+/// `process_one`'s L3 fast path alone: an IPv4 or IPv6 frame unicast to the cached (L3,
+/// not special) interface's MAC from a unicast MAC, not traced nor flagged. `None`, having
+/// changed nothing: anything else, for `process_one`.
+#[inline(always)]
+fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
+    let et_ne = fast_ethertype(f.rx_if, f.mac, b)?;
     let (fib, next) = match et_ne {
         IPV4_NE => (f.fib[0], EthNext::Ip4),
         IPV6_NE => (f.fib[1], EthNext::Ip6),
         _ => return None,
     };
+    strip_l3(b, fib);
+    Some(next.next())
+}
+
+/// An L3 frame's metadata: its table, the Ethernet header stripped (`head` found it in the
+/// buffer, so the stores cannot fail).
+#[inline(always)]
+fn strip_l3(b: &mut Buffer<'_>, fib: u32) {
     b.hdr.ip.fib_index = fib;
     let l2 = b.hdr.current_data;
     b.hdr.l2.l2_hdr_offset = l2;
     b.hdr.current_data = l2 + HEADER_LEN as i16;
     b.hdr.current_length -= HEADER_LEN as u16;
     b.hdr.ip.l3_hdr_offset = l2 + HEADER_LEN as i16;
-    Some(next.next())
+}
+
+/// A run of packets that all take one arc of the L3 fast path: [`fast_one`]'s tests with
+/// the EtherType fixed (one compare, no arc to pick), for the packets after one that took
+/// that arc.
+#[derive(Clone, Copy)]
+struct Run {
+    rx_if: u32,
+    mac: u64,
+    et_ne: u16,
+    fib: u32,
+}
+
+impl Run {
+    /// The run after a packet that went to `next` with the fast path's state `f`: `None`
+    /// unless `next` is IPv4 or IPv6 and `f` an L3 interface's.
+    #[inline(always)]
+    fn after(f: &Fast, next: Next) -> Option<Run> {
+        let (et_ne, fib) = match next {
+            n if n == EthNext::Ip4.next() => (IPV4_NE, f.fib[0]),
+            n if n == EthNext::Ip6.next() => (IPV6_NE, f.fib[1]),
+            _ => return None,
+        };
+        Some(Run {
+            rx_if: f.rx_if,
+            mac: f.mac,
+            et_ne,
+            fib,
+        })
+    }
+
+    /// Whether `b` belongs to the run (then stripped as [`fast_one`] would); `false`,
+    /// having changed nothing, for anything else.
+    #[inline(always)]
+    fn take(&self, b: &mut Buffer<'_>) -> bool {
+        if fast_ethertype(self.rx_if, self.mac, b) != Some(self.et_ne) {
+            return false;
+        }
+        strip_l3(b, self.fib);
+        true
+    }
+}
+
+/// [`EthernetInput::runs`]: the whole frame is one run (its nexts not written past the
+/// first).
+const WHOLE: usize = usize::MAX;
+
+impl EthernetInput {
+    /// From packet 1 of `frame` (packet 0's next in `nexts[0]`), runs ([`Run`]) after each
+    /// packet sent to `ip4-input`/`ip6-input`, other packets one at a time between them:
+    /// the index of the first packet left (the frame's length, or after a special packet,
+    /// or once [`SLOW_SWITCH_MIN`] runs and one in [`SLOW_SWITCH_SHARE`] packets have
+    /// broken), or [`WHOLE`]. Out of line: in the frame loop, the per-packet L2 loop after
+    /// it reloaded three values from the stack every packet.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns every buffer of `frame` (one node's frame) and resolved `addrs` from
+    /// it; no other view of the buffers from packet 1 on is alive (packet 0's may be in
+    /// scope: `runs` never makes a view of it).
+    #[inline(never)]
+    unsafe fn runs(
+        &mut self,
+        cx: &mut Cx,
+        arena: Arena<'_>,
+        addrs: &FrameAddrs<{ FRAME_SIZE + SCRATCH_AHEAD }>,
+        frame: &[BufIdx],
+        nexts: &mut [u16; FRAME_SIZE],
+    ) -> usize {
+        let n = frame.len().min(FRAME_SIZE);
+        let mut fast = self.fast();
+        let mut next = Next(nexts[0]);
+        let mut i = 1;
+        // Runs ended by a packet off them.
+        let mut breaks = 0;
+        loop {
+            if let Some(run) = Run::after(&fast, next) {
+                // SAFETY: the caller's contract.
+                let j = unsafe { fast_run(arena, addrs, frame, i, |b| run.take(b)) };
+                if i == 1 && j == n {
+                    return WHOLE;
+                }
+                nexts[i..j].fill(next.0);
+                i = j;
+                breaks += 1;
+                if breaks >= SLOW_SWITCH_MIN && breaks * SLOW_SWITCH_SHARE > i {
+                    return i;
+                }
+            }
+            if i >= n {
+                return n;
+            }
+            addrs.prefetch(i + PREFETCH_AHEAD, true);
+            next = {
+                // SAFETY: the caller's contract; the view ends with this block.
+                let mut b = unsafe { arena.buffer_at(addrs, i, frame[i]) };
+                match fast_one(&fast, &mut b) {
+                    Some(nx) => nx,
+                    None => {
+                        let nx = self.process_one(cx, &mut b);
+                        fast = self.fast();
+                        nx
+                    }
+                }
+            };
+            nexts[i] = next.0;
+            i += 1;
+            if self.cached_special != 0 {
+                return i;
+            }
+        }
+    }
 }
 
 /// The frame loop: `PerPacket`'s (addresses resolved once, headers and data prefetched
@@ -553,7 +692,11 @@ fn fast_one(f: &Fast, b: &mut Buffer<'_>) -> Option<Next> {
 /// our MAC, traced) goes through `process_one`, after which the state is read again. Once
 /// a packet's interface is special (L2, input redirect, admin-down) the rest of the frame
 /// goes through `process_one` alone (frames come from one interface: an L2 interface's
-/// frame would fail the fast path's tests on every packet).
+/// frame would fail the fast path's tests on every packet). After each packet sent to
+/// `ip4-input`/`ip6-input`, the packets like it ([`Run`]) go through `fast_run` without a
+/// next each (filled in after, unless the whole frame is one run: then it is sent on
+/// whole); once [`SLOW_SWITCH_MIN`] runs and one in [`SLOW_SWITCH_SHARE`] packets have
+/// broken (IPv4 and IPv6 interleaved, ...), the rest takes [`fast_one`] a packet at a time.
 impl NodeFn for EthernetInput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let (arena, frame, mut s) = cx.resolve_frame(frame);
@@ -579,6 +722,23 @@ impl NodeFn for EthernetInput {
             fast = self.fast();
             if self.cached_special != 0 {
                 break;
+            }
+            if i == 1 {
+                // The frame's first packet (always through `process_one`, the interface
+                // not yet cached): the runs after it, out of line.
+                // SAFETY: as above; packet 0's view `b` is still in scope but no longer
+                // used, and `runs` starts at index 1 (it never makes a view of packet 0).
+                i = unsafe { self.runs(cx, arena, addrs, frame, nexts) };
+                if i == WHOLE {
+                    self.end_frame(cx);
+                    cx.enqueue_all(Next(s.nexts[0]), frame);
+                    cx.put_frame_scratch(s);
+                    return;
+                }
+                fast = self.fast();
+                if self.cached_special != 0 {
+                    break;
+                }
             }
         }
         // A frame of an L2 interface (or one with an input redirect, or admin-down): the

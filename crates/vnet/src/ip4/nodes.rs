@@ -266,11 +266,11 @@ fn fast_one(own: &SourceFilter, fib: Ip4EntryPrefetch, b: &mut Buffer<'_>) -> bo
     if !checksum::ip4_header_valid_nonzero(h) {
         return false;
     }
-    // The total length as loaded, against the buffer's length swapped (one swap either way).
-    let total_ne = u16::from_ne_bytes([h[field::TOTAL_LEN], h[field::TOTAL_LEN + 1]]);
-    if total_ne != len.to_be() {
+    // The total length swapped, against the buffer's length: the length stays in its
+    // register for the padding test below (swapping the length cost a copy of it).
+    let total = u16::from_be_bytes([h[field::TOTAL_LEN], h[field::TOTAL_LEN + 1]]);
+    if total != len {
         // Ethernet padding behind a short packet: trimmed (not in a chain).
-        let total = u16::from_be(total_ne);
         if total < MIN_HEADER_LEN as u16 || total > len || b.chain_rest_len() != 0 {
             return false;
         }

@@ -296,24 +296,32 @@ fn traced_frame_gets_its_record_on_an_l3_interface() {
     t.assert_no_leaks();
 }
 
-/// One frame from three interfaces: the frame loop's fast path (the interface's MAC and
-/// tables kept in locals) follows each packet's interface, and the packets after an L2
-/// interface's (the rest of the frame goes per packet) are classified the same.
-#[test]
-fn a_frame_of_several_interfaces_takes_each_ones_mac_and_tables() {
-    let (mut t, sw) = setup("ethernet-input");
+/// `loop1`, MAC 02:00:00:00:00:0b, up, on IPv4 and IPv6 table 7: its index.
+fn loop1_on_table_7(t: &mut NodeTest) -> u32 {
     t.cli(
         "ip table add 7
          ip6 table add 7
          create loopback interface mac 02:00:00:00:00:0b
          set interface state loop1 up
          set interface ip table loop1 7
-         set interface ip6 table loop1 7
-         create loopback interface
+         set interface ip6 table loop1 7",
+    );
+    t.sw_if("loop1")
+}
+
+/// One frame from three interfaces: the frame loop's fast path (the interface's MAC and
+/// tables kept in locals) follows each packet's interface, and the packets after an L2
+/// interface's (the rest of the frame goes per packet) are classified the same.
+#[test]
+fn a_frame_of_several_interfaces_takes_each_ones_mac_and_tables() {
+    let (mut t, sw) = setup("ethernet-input");
+    let l1 = loop1_on_table_7(&mut t);
+    t.cli(
+        "create loopback interface
          set interface state loop2 up
          set interface l2 bridge loop2 5",
     );
-    let (l1, l2) = (t.sw_if("loop1"), t.sw_if("loop2"));
+    let l2 = t.sw_if("loop2");
     let to0 = udp4("10.0.0.2", "10.0.1.2");
     let mut to1 = to0.clone();
     to1[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x0b]);
@@ -364,5 +372,161 @@ fn a_frame_of_several_interfaces_takes_each_ones_mac_and_tables() {
     assert_eq!(l2in[0].hdr.l2.bd_index, 5);
     assert_eq!(l2in[0].data, to0, "L2 frames keep their header");
     t.assert_counters(&[("l3_mac_mismatch", 2)]);
+    t.assert_no_leaks();
+}
+
+/// The frame loop's runs (the packets after one that went to `ip4-input` or `ip6-input`,
+/// tested with that packet's EtherType and no next written): every packet a run must not
+/// take ends it and is classified on its own — another EtherType, another interface,
+/// another MAC, a group source, a runt, a flagged packet — and the packets after it start
+/// a new run; past the switch the rest goes a packet at a time. Each test of `Run::take`
+/// removed makes one of these packets go to the run's arc (or keep its flag).
+#[test]
+fn runs_end_at_every_packet_they_must_not_take() {
+    use sluice_buffer::flags::L2_TO_BVI;
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli(
+        "ip table add 7
+         create loopback interface mac 02:00:00:00:00:01
+         set interface state loop1 up
+         set interface ip table loop1 7",
+    );
+    let l1 = t.sw_if("loop1");
+    let fib1 = sluice_vnet::ip4::fib_index(&mut t.h.vm, 7).expect("table 7");
+    // Packet k of IPv4 goes to 10.0.1.k: the order each arc receives them in is checked.
+    let v4 = |k: u8| udp4("10.0.0.2", &format!("10.0.1.{k}"));
+    let v6 = pkt(&format!(
+        "IP6: {PEER_MAC} -> {OUR_MAC}\nUDP: 2001:db8::2 -> 2001:db8:1::2\nUDP: 1 -> 2"
+    ));
+    let mut other_mac = v4(100);
+    other_mac[5] = 0x99;
+    let mut group_src = v4(101);
+    group_src[6] |= 1;
+    let runt = v4(102)[..13].to_vec();
+    // (packet, rx interface, flags); what `ip4-input` gets, in order: (last byte of the
+    // destination, rx interface, table).
+    let mut sent: Vec<(Vec<u8>, u32, u32)> = Vec::new();
+    let mut want = Vec::new();
+    let mut k = 1;
+    // Twelve packets a run: fewer breaks than the switch to the per-packet loop asks.
+    let mut good = |sent: &mut Vec<_>, want: &mut Vec<_>, n: usize| {
+        for _ in 0..n {
+            sent.push((v4(k), sw, 0));
+            want.push((k, sw, 0));
+            k += 1;
+        }
+    };
+    good(&mut sent, &mut want, 12);
+    sent.push((v6.clone(), sw, 0));
+    good(&mut sent, &mut want, 12);
+    // The same MAC, another interface: table 7.
+    sent.push((v4(200), l1, 0));
+    want.push((200, l1, fib1));
+    good(&mut sent, &mut want, 12);
+    for bad in [other_mac, group_src, runt] {
+        sent.push((bad, sw, 0));
+        good(&mut sent, &mut want, 12);
+    }
+    // Flagged: its flag cleared on the way.
+    sent.push((v4(201), sw, L2_TO_BVI));
+    want.push((201, sw, 0));
+    good(&mut sent, &mut want, 12);
+    // Runs of one: the switch to the per-packet loop.
+    for _ in 0..6 {
+        sent.push((v6.clone(), sw, 0));
+        good(&mut sent, &mut want, 1);
+    }
+    assert!(sent.len() <= 256, "one frame");
+    let bufs: Vec<_> = sent
+        .iter()
+        .map(|(p, rx, f)| {
+            t.packet(p, |h| {
+                h.rx_if = *rx;
+                h.flags |= *f;
+                h.ip.fib_index = 99;
+            })
+        })
+        .collect();
+    t.inject(&bufs);
+    let ip4 = t.arc("ip4-input");
+    let got: Vec<_> = ip4
+        .iter()
+        .map(|c| {
+            assert_eq!(c.hdr.current_data, 14, "{c:?}");
+            assert_eq!(c.hdr.ip.l3_hdr_offset, 14, "{c:?}");
+            assert_eq!(c.hdr.flags & L2_TO_BVI, 0, "{c:?}");
+            (c.data[19], c.hdr.rx_if, c.hdr.ip.fib_index)
+        })
+        .collect();
+    assert_eq!(got, want);
+    let ip6 = t.arc("ip6-input");
+    assert_eq!(ip6.len(), 7);
+    for c in &ip6 {
+        assert_eq!((c.hdr.rx_if, c.hdr.ip.fib_index), (sw, 0));
+        assert_eq!(c.data, v6[14..]);
+    }
+    t.assert_counters(&[
+        ("l3_mac_mismatch", 1),
+        ("multicast_source_mac", 1),
+        ("runt", 1),
+    ]);
+    t.assert_no_leaks();
+}
+
+/// A frame that is one whole run (every packet after the first like it: IPv6 to our MAC on
+/// one interface, on a table other than 0) is sent on whole, its nexts not written: every
+/// packet reaches `ip6-input`, in order, with the table and offsets `fast_one` would set.
+/// The frame before it (IPv4 and IPv6 alternating) leaves other nexts in the node's scratch,
+/// so a whole frame sent with the per-packet nexts would not pass.
+#[test]
+fn a_frame_of_one_run_goes_on_whole_with_its_metadata() {
+    let (mut t, _) = setup("ethernet-input");
+    let l1 = loop1_on_table_7(&mut t);
+    let fib6 = sluice_vnet::ip6::fib_index(&mut t.h.vm, 7).expect("ip6 table 7");
+    assert_ne!(fib6, 0, "ip6 table 7 is not table 0");
+    // Packet k goes to 2001:db8:1::k (the last byte of the destination: byte 39 of the
+    // IPv6 header).
+    let v6 = |k: u8| {
+        pkt(&format!(
+            "IP6: {PEER_MAC} -> 02:00:00:00:00:0b\nUDP: 2001:db8::2 -> 2001:db8:1::{k:x}\n\
+             UDP: 1 -> 2"
+        ))
+    };
+    let mut v4 = udp4("10.0.0.2", "10.0.1.2");
+    v4[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x0b]);
+    let mixed: Vec<_> = (0..64u8)
+        .map(|k| {
+            let p = if k % 2 == 0 { v6(k) } else { v4.clone() };
+            t.packet(&p, |h| h.rx_if = l1)
+        })
+        .collect();
+    t.inject(&mixed);
+    assert_eq!(t.arc("ip4-input").len(), 32);
+    assert_eq!(t.arc("ip6-input").len(), 32);
+    t.clear();
+    let n = 64u8;
+    let bufs: Vec<_> = (0..n)
+        .map(|k| {
+            t.packet(&v6(k), |h| {
+                h.rx_if = l1;
+                h.ip.fib_index = 99;
+            })
+        })
+        .collect();
+    t.inject(&bufs);
+    assert!(t.arc("ip4-input").is_empty());
+    let ip6 = t.arc("ip6-input");
+    assert_eq!(ip6.len(), n as usize);
+    let len = v6(0).len() - 14;
+    for (k, c) in ip6.iter().enumerate() {
+        assert_eq!((c.hdr.rx_if, c.hdr.ip.fib_index), (l1, fib6), "packet {k}");
+        assert_eq!(c.hdr.l2.l2_hdr_offset, 0, "packet {k}");
+        assert_eq!(c.hdr.current_data, 14, "packet {k}");
+        assert_eq!(c.hdr.ip.l3_hdr_offset, 14, "packet {k}");
+        assert_eq!(usize::from(c.hdr.current_length), len, "packet {k}");
+        assert_eq!(c.data.len(), len, "packet {k}");
+        assert_eq!(c.data[39], k as u8, "packet {k} in order");
+    }
+    t.assert_counters(&[]);
     t.assert_no_leaks();
 }
