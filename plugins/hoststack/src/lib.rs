@@ -14,7 +14,7 @@
 //! (`api/hoststack.api`). startup.conf:
 //! `session { enable event-queue-length <n> app-socket <path> fifo-size <bytes>
 //! sessions-per-app <n> tcp-syn-backlog <n> tcp-syn-cookies on|off tcp-delayed-ack <ms>
-//! tcp-keepalive <idle s> <interval s> <probes> use-app-socket-api }`.
+//! tcp-keepalive <idle s> <interval s> <probes> tcp-tso on|off use-app-socket-api }`.
 
 pub mod api;
 pub mod node;
@@ -113,6 +113,14 @@ impl Plugin for HoststackPlugin {
                         "on" => true,
                         "off" => false,
                         t => return Err(c.error(v, &format!("tcp-syn-cookies {t}: on or off"))),
+                    };
+                }
+                "tcp-tso" => {
+                    let v = c.value(k)?;
+                    cfg.tso = match v.text.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        t => return Err(c.error(v, &format!("tcp-tso {t}: on or off"))),
                     };
                 }
                 "tcp-delayed-ack" => {

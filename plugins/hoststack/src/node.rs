@@ -55,7 +55,8 @@
 //! - counters: `sent` (info), `no_buffer` (allocation failed: left in the FIFO, retried),
 //!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
-//!   lengths: its FIFO is emptied), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info).
+//!   lengths: its FIFO is emptied), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info),
+//!   `tcp_tso` (info: TSO aggregates among `tcp_sent`, `tcp-tso on`).
 //!
 //! `tcp4-input` / `tcp6-input` (internal; one generic node per family): TCP segments for
 //! Sluice's addresses, from `ip4-local`/`ip6-local` (protocol 6 is registered while TCP
@@ -211,6 +212,8 @@ sluice_graph::counters! {
         TcpSent => info("tcp_sent", "TCP segments sent"),
         /// TCP RSTs sent.
         TcpRstSent => info("tcp_rst_sent", "TCP RSTs sent"),
+        /// TSO aggregates among the TCP segments sent (`tcp-tso on`).
+        TcpTso => info("tcp_tso", "TCP TSO aggregates sent (each one of tcp_sent)"),
     }
 }
 
@@ -665,7 +668,11 @@ fn tcp_options(o: &Out, t: &mut [u8]) -> usize {
 }
 
 /// Builds one TCP segment (IPv4 or IPv6, by the addresses) into a new buffer, payload
-/// peeked from `tx`. None: no buffer, or addresses of two families.
+/// peeked from `tx`; a TSO aggregate (`o.gso` set) into a buffer chain, the headers in
+/// the first buffer, with the GSO metadata (`flags::GSO`, `gso_size` the segment size)
+/// and the TCP checksum partial (the pseudo-header sum over the whole length, as Linux's
+/// `CHECKSUM_PARTIAL`): `interface-output` hands it whole to a driver that takes
+/// aggregates, else to `gso-segment`. None: no buffer, or addresses of two families.
 fn tcp_segment(
     cx: &mut Cx,
     local: SocketAddr,
@@ -684,19 +691,50 @@ fn tcp_segment(
         return None;
     }
     let bi = bi[0];
-    // SAFETY: freshly allocated, owned here, one view.
-    let mut b = unsafe { cx.buffer(bi) };
-    let raw = b.raw_data_mut();
     let mut opts = [0u8; 40];
     let olen = tcp_options(o, &mut opts);
     let thl = 20 + olen;
     let hl = ihl + thl;
-    let mut len = (o.len as usize).min(raw.len() - hl);
+    // SAFETY: freshly allocated, owned here, one view.
+    let mut b = unsafe { cx.buffer(bi) };
+    let room = b.raw_data_mut().len() - hl;
+    let mut len = (o.len as usize).min(room);
     if len > 0 {
         len = tx
-            .map(|f| f.peek_at(o.off, &mut raw[hl..hl + len]))
+            .map(|f| f.peek_at(o.off, &mut b.raw_data_mut()[hl..hl + len]))
             .unwrap_or(0);
     }
+    b.hdr.current_data = 0;
+    b.set_len(hl + len);
+    drop(b);
+    // The rest of an aggregate, one buffer after another.
+    let mut total = len;
+    if o.gso != 0 && len == room {
+        let tx = tx?;
+        while total < o.len as usize {
+            let Some(nb) = cx.bufs().alloc_one() else {
+                cx.free(&[bi]);
+                return None;
+            };
+            // SAFETY: freshly allocated, owned here, one view.
+            let mut n = unsafe { cx.buffer(nb) };
+            n.hdr.current_data = 0;
+            let raw = n.raw_data_mut();
+            let want = (o.len as usize - total).min(raw.len());
+            let got = tx.peek_at(o.off + total as u32, &mut raw[..want]);
+            n.set_len(got);
+            drop(n);
+            cx.bufs().chain_append(bi, nb);
+            total += got;
+            if got < want {
+                break;
+            }
+        }
+    }
+    let gso = o.gso != 0 && total > o.gso as usize;
+    // SAFETY: as above; the head of the chain built here.
+    let mut b = unsafe { cx.buffer(bi) };
+    let raw = b.raw_data_mut();
     {
         let t = &mut raw[ihl..hl + len];
         t[20..thl].copy_from_slice(&opts[..olen]);
@@ -713,24 +751,40 @@ fn tcp_segment(
             ack_number: ack,
             flags: o.flags,
             window: o.wnd,
-            payload_len: len,
+            payload_len: total,
         }
         .emit(&mut p);
         p.set_header_len(thl);
+        let l4len = thl + total;
         match (local.ip(), remote.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) if gso => {
+                p.set_checksum(checksum::pseudo_header_v4(s, d, 6, l4len as u16))
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) if gso => {
+                p.set_checksum(sluice_wire::ipv6::pseudo_header_sum(s, d, 6, l4len as u32))
+            }
             (IpAddr::V4(s), IpAddr::V4(d)) => p.fill_checksum_v4(s, d),
             (IpAddr::V6(s), IpAddr::V6(d)) => p.fill_checksum_v6(s, d),
             _ => {}
         }
     }
     match (local.ip(), remote.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => ip4_header(&mut raw[..20], s, d, 6, thl + len, ip_id),
-        (IpAddr::V6(s), IpAddr::V6(d)) => ip6_header(&mut raw[..40], s, d, 6, thl + len),
+        (IpAddr::V4(s), IpAddr::V4(d)) => ip4_header(&mut raw[..20], s, d, 6, thl + total, ip_id),
+        (IpAddr::V6(s), IpAddr::V6(d)) => ip6_header(&mut raw[..40], s, d, 6, thl + total),
         _ => {}
     }
-    b.hdr.current_data = 0;
-    b.set_len(hl + len);
     b.hdr.flags |= flags::LOCALLY_ORIGINATED;
+    if gso {
+        b.hdr.flags |= flags::GSO | flags::OFFLOAD_L4_CKSUM;
+        b.hdr.gso_size = o.gso;
+        b.hdr.gso_type = if ihl == 40 {
+            sluice_vnet::offload::gso_type::TCPV6
+        } else {
+            sluice_vnet::offload::gso_type::TCPV4
+        };
+        b.hdr.gso_l4_offset = ihl as u8;
+        b.hdr.gso_l4_hdr_len = thl as u8;
+    }
     b.hdr.rx_if = 0;
     b.hdr.ip.fib_index = 0;
     Some(bi)
@@ -773,6 +827,8 @@ pub struct SessionQueue {
     ip_id: u16,
     tcp_kick: Arc<std::sync::atomic::AtomicBool>,
     tcp_sent: u64,
+    /// TSO aggregates among `tcp_sent`.
+    tcp_tso: u64,
     /// The next TCP timer (RTO, persist, TIME-WAIT).
     timer_at: Option<std::time::Instant>,
     /// When the events full event queues refused are retried next (`RETRY_EVERY`).
@@ -1058,10 +1114,18 @@ impl SessionQueue {
             &mut self.out4
         };
         let ip_id = &mut self.ip_id;
+        let tso = &mut self.tcp_tso;
         t.output(tx_used, rx_free, now, |o| {
             match tcp_segment(cx, local, remote, &o, tx, *ip_id) {
                 Some(bi) => {
-                    *ip_id = ip_id.wrapping_add(1);
+                    // An aggregate's segments take the ids after its own.
+                    let segs = if o.gso == 0 {
+                        1
+                    } else {
+                        *tso += 1;
+                        o.len.div_ceil(o.gso as u32).max(1)
+                    };
+                    *ip_id = ip_id.wrapping_add(segs as u16);
                     out.push(bi);
                     n += 1;
                     bytes += o.len as u64;
@@ -1109,6 +1173,10 @@ impl SessionQueue {
         cx.count(SqCounter::Sent, sent);
         cx.count(SqCounter::TcpSent, self.tcp_sent);
         self.tcp_sent = 0;
+        if self.tcp_tso > 0 {
+            cx.count(SqCounter::TcpTso, self.tcp_tso);
+            self.tcp_tso = 0;
+        }
         cx.enqueue_all(SqNext::Ip4.into(), &self.out4);
         cx.enqueue_all(SqNext::Ip6.into(), &self.out6);
         cx.enqueue_all(SqNext::Drop.into(), &self.drops);
@@ -1503,6 +1571,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 ctl_in,
                 ctl_reqs: Vec::new(),
                 tcp_sent: 0,
+                tcp_tso: 0,
                 timer_at: None,
                 retry_kick: retry_kick.clone(),
                 retry_at: None,

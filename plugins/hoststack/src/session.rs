@@ -37,6 +37,9 @@ pub struct Config {
     pub delayed_ack: std::time::Duration,
     /// `tcp-keepalive <idle s> <interval s> <probes>` (default for new connections).
     pub keepalive: Option<crate::tcp::Keepalive>,
+    /// `tcp-tso on|off`: new data goes out as TSO aggregates of up to 64 KiB (cut by the
+    /// interface, the kernel behind af_packet/tap, or `gso-segment`).
+    pub tso: bool,
 }
 
 impl Default for Config {
@@ -51,6 +54,7 @@ impl Default for Config {
             syn_cookies: true,
             delayed_ack: std::time::Duration::from_millis(40),
             keepalive: None,
+            tso: false,
         }
     }
 }
