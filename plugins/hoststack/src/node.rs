@@ -695,35 +695,38 @@ fn tcp_segment(
     let olen = tcp_options(o, &mut opts);
     let thl = 20 + olen;
     let hl = ihl + thl;
-    // SAFETY: freshly allocated, owned here, one view.
-    let mut b = unsafe { cx.buffer(bi) };
-    let room = b.raw_data_mut().len() - hl;
-    let mut len = (o.len as usize).min(room);
-    if len > 0 {
-        len = tx
-            .map(|f| f.peek_at(o.off, &mut b.raw_data_mut()[hl..hl + len]))
-            .unwrap_or(0);
-    }
-    b.hdr.current_data = 0;
-    b.set_len(hl + len);
-    drop(b);
+    let (room, len) = {
+        // SAFETY: freshly allocated, owned here, one view.
+        let mut b = unsafe { cx.buffer(bi) };
+        let room = b.raw_data_mut().len() - hl;
+        let mut len = (o.len as usize).min(room);
+        if len > 0 {
+            len = tx
+                .map(|f| f.peek_at(o.off, &mut b.raw_data_mut()[hl..hl + len]))
+                .unwrap_or(0);
+        }
+        b.hdr.current_data = 0;
+        b.set_len(hl + len);
+        (room, len)
+    };
     // The rest of an aggregate, one buffer after another.
     let mut total = len;
-    if o.gso != 0 && len == room {
-        let tx = tx?;
+    if let Some(tx) = tx.filter(|_| o.gso != 0 && len == room) {
         while total < o.len as usize {
             let Some(nb) = cx.bufs().alloc_one() else {
                 cx.free(&[bi]);
                 return None;
             };
-            // SAFETY: freshly allocated, owned here, one view.
-            let mut n = unsafe { cx.buffer(nb) };
-            n.hdr.current_data = 0;
-            let raw = n.raw_data_mut();
-            let want = (o.len as usize - total).min(raw.len());
-            let got = tx.peek_at(o.off + total as u32, &mut raw[..want]);
-            n.set_len(got);
-            drop(n);
+            let (want, got) = {
+                // SAFETY: freshly allocated, owned here, one view.
+                let mut n = unsafe { cx.buffer(nb) };
+                n.hdr.current_data = 0;
+                let raw = n.raw_data_mut();
+                let want = (o.len as usize - total).min(raw.len());
+                let got = tx.peek_at(o.off + total as u32, &mut raw[..want]);
+                n.set_len(got);
+                (want, got)
+            };
             cx.bufs().chain_append(bi, nb);
             total += got;
             if got < want {
