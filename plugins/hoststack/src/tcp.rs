@@ -1975,14 +1975,10 @@ mod tests {
     /// many MSS: taken whole, acknowledged at once (more than two MSS unacknowledged).
     #[test]
     fn an_aggregate_larger_than_the_mss_is_one_segment() {
-        let r = fifos("tcp-gro-rx");
+        let (r, now) = (fifos("tcp-gro-rx"), Instant::now());
         let (rx, tx) = slot(&r);
-        let now = Instant::now();
-        let local = Local {
-            delack: Duration::from_millis(40),
-            ..L
-        };
-        let mut t = sack_conn(local, &rx, &tx, now);
+        let delack = Duration::from_millis(40);
+        let mut t = sack_conn(Local { delack, ..L }, &rx, &tx, now);
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
         let e = t.input(&seg(100, 5001, ACK | PSH, &data), Some(&rx), Some(&tx), now);
         assert!(e.notify && e.output);

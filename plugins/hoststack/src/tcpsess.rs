@@ -84,7 +84,7 @@ impl SessionMain {
             sack: true,
             delack: self.params.cfg.delayed_ack,
             keepalive: self.params.cfg.keepalive,
-            tso: if self.params.cfg.tso { tcp::TSO_MAX } else { 0 },
+            tso: self.params.cfg.tso,
         }
     }
 
