@@ -1923,6 +1923,24 @@ mod tests {
         t
     }
 
+    /// [`sack_conn`] with `n` bytes queued in its tx FIFO, and what its first output sent.
+    fn queued<'a>(
+        local: Local,
+        (rx, tx): (&Fifo<'a>, &Fifo<'a>),
+        n: u32,
+        now: Instant,
+    ) -> (Tcb, Vec<Out>) {
+        let mut t = sack_conn(local, rx, tx, now);
+        let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+        assert_eq!(tx.push_bytes(&data), n as usize);
+        let mut out = vec![];
+        t.output(n, 16384, now, |o| {
+            out.push(o);
+            true
+        });
+        (t, out)
+    }
+
     fn sack_bytes(blocks: &[(u32, u32)]) -> Vec<u8> {
         blocks
             .iter()
@@ -1999,15 +2017,7 @@ mod tests {
         let r = fifos("tcp-tso-tx");
         let (rx, tx) = slot(&r);
         let now = Instant::now();
-        let local = Local { tso: TSO_MAX, ..L };
-        let mut t = sack_conn(local, &rx, &tx, now);
-        let data: Vec<u8> = (0..12_500u32).map(|i| (i % 251) as u8).collect();
-        assert_eq!(tx.push_bytes(&data), 12_500);
-        let mut out = vec![];
-        t.output(12_500, 16384, now, |o| {
-            out.push(o);
-            true
-        });
+        let (mut t, mut out) = queued(Local { tso: TSO_MAX, ..L }, (&rx, &tx), 12_500, now);
         let sent: Vec<_> = out.iter().map(|o| (o.seq, o.off, o.len, o.gso)).collect();
         assert_eq!(
             sent,
@@ -2057,14 +2067,7 @@ mod tests {
         let r = fifos("tcp-sack-tx");
         let (rx, tx) = slot(&r);
         let now = Instant::now();
-        let mut t = sack_conn(L, &rx, &tx, now);
-        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        assert_eq!(tx.push_bytes(&data), 10_000);
-        let mut out = vec![];
-        t.output(10_000, 16384, now, |o| {
-            out.push(o);
-            true
-        });
+        let (mut t, mut out) = queued(L, (&rx, &tx), 10_000, now);
         assert_eq!(out.len(), 10, "the initial window: ten segments of 1000");
         // Segments 0 and 4 lost: the peer SACKs the rest.
         let blocks = sack_bytes(&[(10_001, 15_001), (6001, 9001)]);
