@@ -69,9 +69,9 @@ impl Drop for Slot {
 
 /// The tags of these tests' namespaces (`Peer::new` refuses any other, so that
 /// [`reap_stale_namespaces`] knows them all).
-const TAGS: [&str; 19] = [
+const TAGS: [&str; 21] = [
     "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt", "pw", "sc",
-    "cc", "ts", "s6",
+    "cc", "ts", "s6", "tn", "n6",
 ];
 
 /// Removes the namespaces of earlier runs of these tests that were killed before their
@@ -837,6 +837,30 @@ fn tcp6_with_the_kernel_tso() {
     tcp_with_the_kernel(true, "s6", tcp_bytes(), 0, "tcp-tso on");
 }
 
+/// TSO on a veth without TSO and TX checksum offload (`ethtool -K tso off tx off`): the
+/// kernel cuts every aggregate in software and checksums the segments from the partial
+/// checksum Sluice seeded; the peer verifies each one (none may fail), and no aggregate
+/// is refused (with `PACKET_QDISC_BYPASS` on their socket all were, and the streams stalled).
+#[test]
+fn tcp_with_the_kernel_tso_no_offload() {
+    tcp_with_the_kernel_on(false, "tn", tcp_bytes(), 0, "tcp-tso on", true);
+}
+
+#[test]
+fn tcp6_with_the_kernel_tso_no_offload() {
+    tcp_with_the_kernel_on(true, "n6", tcp_bytes(), 0, "tcp-tso on", true);
+}
+
+/// `TcpInCsumErrors` of the namespace the calling thread is in (IPv4 and IPv6 share it).
+fn tcp_csum_errors() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let at = names.split_whitespace().position(|n| n == "InCsumErrors");
+    let at = at.unwrap_or_else(|| panic!("no InCsumErrors in {names}"));
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
+}
+
 /// The same with 1 GiB each way, byte for byte (opt-in: minutes in a debug build;
 /// `cargo test -p sluice --test hoststack -- --ignored tcp_1gib`).
 #[test]
@@ -862,6 +886,19 @@ const TCP_INPUT_DROPS: [&str; 7] = [
 /// peer; over IPv4 or IPv6, with `workers` worker threads receiving (0: none) and more
 /// keys of the session section (`session`; with `tcp-tso` some aggregates must go out).
 fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize, session: &str) {
+    tcp_with_the_kernel_on(v6, tag, total, workers, session, false);
+}
+
+/// [`tcp_with_the_kernel`], with `no_offload`: on a veth whose TSO and TX checksum offload
+/// are off, the peer's TCP checksum errors checked.
+fn tcp_with_the_kernel_on(
+    v6: bool,
+    tag: &str,
+    total: u64,
+    workers: usize,
+    session: &str,
+    no_offload: bool,
+) {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     if let Some(why) = skip_reason() {
@@ -869,6 +906,14 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize, session:
         return;
     }
     let peer = Peer::new(tag);
+    if no_offload {
+        if sh(&["ethtool", "--version"]).is_err() {
+            sluice_infra::testing::skip("no ethtool");
+            return;
+        }
+        must(&["ethtool", "-K", &peer.name, "tso", "off", "tx", "off"]);
+    }
+    let csum_errors = peer.run(tcp_csum_errors);
     let (d, sock, dir) = sluice_with(&peer, tag, workers, session);
     let mut app = App::attach(&sock, "tcp-test").unwrap();
     let (ours, theirs, any, node) = if v6 {
@@ -954,6 +999,23 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize, session:
     if session.contains("tcp-tso") {
         let tso = counter(&d, "session-queue", "TCP TSO aggregates");
         assert!(tso > 0, "{}", d.ok("show errors"));
+    }
+    if no_offload {
+        // The aggregates went to the kernel whole (not through `gso-segment`) and none
+        // was refused.
+        let rt = d.ok("show runtime");
+        assert_eq!(node_vectors(&rt, "gso-segment"), 0, "{rt}");
+        let e = d.ok("show errors");
+        assert_eq!(
+            counter_in(&e, "af-packet-tx", "refused by the kernel"),
+            0,
+            "{e}"
+        );
+        assert_eq!(
+            peer.run(tcp_csum_errors),
+            csum_errors,
+            "the peer's TcpInCsumErrors"
+        );
     }
     // A port nobody listens on: the kernel client is refused (RST), counted.
     let closed = sa(ours, 5009);
