@@ -55,7 +55,8 @@
 //! - counters: `sent` (info), `no_buffer` (allocation failed: left in the FIFO, retried),
 //!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
-//!   lengths: its FIFO is emptied), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info),
+//!   lengths: its FIFO is emptied; or a TCP tx FIFO shorter than its connection counts on:
+//!   that segment is not built), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info),
 //!   `tcp_tso` (info: TSO aggregates among `tcp_sent`, `tcp-tso on`).
 //!
 //! `tcp4-input` / `tcp6-input` (internal; one generic node per family): TCP segments for
@@ -207,7 +208,7 @@ sluice_graph::counters! {
         /// Datagram to an invalid peer.
         BadPeer => error("bad_peer", "datagram to an invalid peer"),
         /// Corrupt application tx FIFO.
-        CorruptFifo => error("corrupt_fifo", "application tx FIFO corrupt (emptied)"),
+        CorruptFifo => error("corrupt_fifo", "application tx FIFO corrupt (emptied, or TCP data not built)"),
         /// TCP segments sent.
         TcpSent => info("tcp_sent", "TCP segments sent"),
         /// TCP RSTs sent.
@@ -667,12 +668,22 @@ fn tcp_options(o: &Out, t: &mut [u8]) -> usize {
     n
 }
 
+/// Why [`tcp_segment`] built nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SegError {
+    /// No buffer (retried when the session is queued again).
+    NoBuffer,
+    /// The tx FIFO held fewer bytes than the connection counted on (`corrupt_fifo`).
+    ShortFifo,
+}
+
 /// Builds one TCP segment (IPv4 or IPv6, by the addresses) into a new buffer, payload
 /// peeked from `tx`; a TSO aggregate (`o.gso` set) into a buffer chain, the headers in
 /// the first buffer, with the GSO metadata (`flags::GSO`, `gso_size` the segment size)
 /// and the TCP checksum partial (the pseudo-header sum over the whole length, as Linux's
 /// `CHECKSUM_PARTIAL`): `interface-output` hands it whole to a driver that takes
-/// aggregates, else to `gso-segment`. None: no buffer, or addresses of two families.
+/// aggregates, else to `gso-segment`. Errors: no buffer (or addresses of two families),
+/// or `tx` gave fewer bytes than `o` asks for (nothing built: never a hole in the stream).
 fn tcp_segment(
     cx: &mut Cx,
     local: SocketAddr,
@@ -680,15 +691,15 @@ fn tcp_segment(
     o: &Out,
     tx: Option<&sluice_session::seg::Fifo<'_>>,
     ip_id: u16,
-) -> Option<BufIdx> {
+) -> Result<BufIdx, SegError> {
     let ihl = match (local.ip(), remote.ip()) {
         (IpAddr::V4(_), IpAddr::V4(_)) => 20,
         (IpAddr::V6(_), IpAddr::V6(_)) => 40,
-        _ => return None,
+        _ => return Err(SegError::NoBuffer),
     };
     let mut bi = [BufIdx(0)];
     if cx.bufs().alloc(&mut bi) != 1 {
-        return None;
+        return Err(SegError::NoBuffer);
     }
     let bi = bi[0];
     let mut opts = [0u8; 40];
@@ -715,7 +726,7 @@ fn tcp_segment(
         while total < o.len as usize {
             let Some(nb) = cx.bufs().alloc_one() else {
                 cx.free(&[bi]);
-                return None;
+                return Err(SegError::NoBuffer);
             };
             let (want, got) = {
                 // SAFETY: freshly allocated, owned here, one view.
@@ -727,12 +738,17 @@ fn tcp_segment(
                 n.set_len(got);
                 (want, got)
             };
+            if got < want {
+                cx.free(&[bi, nb]);
+                return Err(SegError::ShortFifo);
+            }
             cx.bufs().chain_append(bi, nb);
             total += got;
-            if got < want {
-                break;
-            }
         }
+    }
+    if tx.is_some() && total < (o.len as usize).min(if o.gso != 0 { usize::MAX } else { room }) {
+        cx.free(&[bi]);
+        return Err(SegError::ShortFifo);
     }
     let gso = o.gso != 0 && total > o.gso as usize;
     // SAFETY: as above; the head of the chain built here.
@@ -790,7 +806,7 @@ fn tcp_segment(
     }
     b.hdr.rx_if = 0;
     b.hdr.ip.fib_index = 0;
-    Some(bi)
+    Ok(bi)
 }
 
 /// What [`SessionQueue::watch`] holds: each attached application's segment and geometry.
@@ -1028,7 +1044,7 @@ impl SessionQueue {
         std::mem::swap(&mut ctl, &mut sm.workers[th].ctl_out);
         for (l, r, o) in ctl.drain(..) {
             match tcp_segment(cx, l, r, &o, None, self.ip_id) {
-                Some(bi) => {
+                Ok(bi) => {
                     self.ip_id = self.ip_id.wrapping_add(1);
                     if r.is_ipv6() {
                         self.out6.push(bi);
@@ -1040,7 +1056,7 @@ impl SessionQueue {
                         cx.count(SqCounter::TcpRstSent, 1);
                     }
                 }
-                None => cx.count(SqCounter::NoBuffer, 1),
+                Err(_) => cx.count(SqCounter::NoBuffer, 1),
             }
         }
         self.ctl = ctl;
@@ -1108,7 +1124,7 @@ impl SessionQueue {
             None => (0, params.cfg.fifo_size),
         };
         let tx = fifos.as_ref().map(|f| &f.1);
-        let mut ok = true;
+        let mut failed = None;
         let mut n = 0u64;
         let mut bytes = 0u64;
         let out = if remote.is_ipv6() {
@@ -1120,7 +1136,7 @@ impl SessionQueue {
         let tso = &mut self.tcp_tso;
         t.output(tx_used, rx_free, now, |o| {
             match tcp_segment(cx, local, remote, &o, tx, *ip_id) {
-                Some(bi) => {
+                Ok(bi) => {
                     // An aggregate's segments take the ids after its own.
                     let segs = if o.gso == 0 {
                         1
@@ -1134,16 +1150,23 @@ impl SessionQueue {
                     bytes += o.len as u64;
                     true
                 }
-                None => {
-                    ok = false;
+                Err(e) => {
+                    failed = Some(e);
                     false
                 }
             }
         });
         crate::tcpsess::rearm(tcp_timer_set, sid, t, l);
-        if !ok {
-            cx.count(SqCounter::NoBuffer, 1);
-            l.queued = true;
+        let ok = failed.is_none();
+        match failed {
+            Some(SegError::NoBuffer) => {
+                cx.count(SqCounter::NoBuffer, 1);
+                l.queued = true;
+            }
+            // Not sent, not requeued (no spinning): tried again when the session is
+            // queued again, counted again.
+            Some(SegError::ShortFifo) => cx.count(SqCounter::CorruptFifo, 1),
+            None => {}
         }
         s.stats.tx += n;
         s.stats.tx_bytes += bytes;
