@@ -121,7 +121,16 @@ impl Plugin for HoststackPlugin {
                         "on" => tcp::TSO_MAX,
                         "off" => 0,
                         t => match t.parse::<u32>() {
-                            Ok(n) if n == 0 || (2048..=tcp::TSO_MAX).contains(&n) => n,
+                            Ok(n) if n == 0 || (2048..=tcp::TSO_MAX).contains(&n) => {
+                                // Rounded down to whole segments of the connection's MSS:
+                                // below two, no aggregate at all.
+                                if n != 0 && n < 2 * 1460 {
+                                    log::warn!(
+                                        "session: tcp-tso {n}: aggregates are whole segments,                                          so below two (2920 bytes at MSS 1460) there are none"
+                                    );
+                                }
+                                n
+                            }
                             _ => {
                                 let e = format!(
                                     "tcp-tso {t}: on, off or the bytes of an aggregate \
