@@ -9,16 +9,21 @@
 # scripts/callgrind-nodes.py (instructions per connection). The whole daemon's count
 # includes its busy loop between packets (it depends on timing); the nodes' counts do not.
 #
-# Usage: scripts/hoststack-conn-callgrind.sh [connections (200)]
+# SET=<bytes> measures requests instead: redis-benchmark under LD_PRELOAD (one client, one
+# connection) sends <n> SETs of <bytes> to a kernel redis-server in the namespace, printed
+# per request (issue 19's 8 KiB cells; SESSION_EXTRA="tcp-tso on" for TSO).
+#
+# Usage: scripts/hoststack-conn-callgrind.sh [connections or requests (200)]
 # (NO_BUILD=1: use the release binaries as they are; SLUICE=<path>: another sluice binary,
-# e.g. an older build for a before/after comparison; KEEP=<dir>: keep the dumps there)
+# e.g. an older build for a before/after comparison; KEEP=<dir>: keep the dumps there;
+# SESSION_EXTRA="<keys>": more keys of Sluice's session section)
 source "$(dirname "$0")/common.sh"
 n=${1:-200}
 if [ "$(id -u)" != 0 ]; then
   echo "SKIPPED: needs root (namespaces, AF_PACKET)"; exit 0
 fi
 command -v valgrind >/dev/null || { echo "SKIPPED: valgrind is not installed"; exit 0; }
-[ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-session
+[ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-session -p sluice-preload
 bin=$PWD/target/release
 tmp=$(mktemp -d)
 CS=hcc$$cs; V=hcc$$v
@@ -38,7 +43,7 @@ ip link add "$V" type veth peer name eth0 netns "$CS"
 echo 1 >"/proc/sys/net/ipv6/conf/$V/disable_ipv6"
 ip link set "$V" up
 ip -n "$CS" addr add 10.78.0.2/24 dev eth0; ip -n "$CS" link set eth0 up
-printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock }\n' "$tmp" "$tmp" >"$tmp/c.conf"
+printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock %s }\n' "$tmp" "$tmp" "${SESSION_EXTRA:-}" >"$tmp/c.conf"
 valgrind --tool=callgrind --demangle=no --callgrind-out-file="$tmp/cg.out" \
   "${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
@@ -56,6 +61,25 @@ C create host-interface v2 name "$V" >/dev/null
 C set interface state "host-$V" up
 C set interface ip address "host-$V" 10.78.0.1/24
 C ping 10.78.0.2 repeat 2 interval 0.1 >/dev/null
+if [ -n "${SET:-}" ]; then
+  command -v redis-server >/dev/null || { echo "SKIPPED: redis-server is not installed"; exit 0; }
+  ip netns exec "$CS" redis-server --bind 10.78.0.2 --port 6379 --save '' --appendonly no \
+    --protected-mode no --daemonize no --dir "$tmp" >"$tmp/redis.log" 2>&1 & kp=$!
+  rb() { SLUICE_APP_SOCKET="$tmp/app.sock" LD_PRELOAD="$bin/libsluice_preload.so" \
+    redis-benchmark -h 10.78.0.2 -p 6379 -c 1 -d "$SET" -t set -q -n "$1" >"$tmp/rb" 2>&1 \
+    || { cat "$tmp/rb"; exit 1; }; }
+  waitfor 600 "$kp" "$tmp/redis.log" grep -q "Ready to accept" "$tmp/redis.log"
+  rb 200
+  sleep 1
+  callgrind_control -z "$pid" >/dev/null
+  rb "$n"
+  callgrind_control -d set "$pid" >/dev/null
+  echo "load average $(cut -d' ' -f1-3 /proc/loadavg); $(C show errors | grep -i 'tso\|GSO' | tr -s ' ' | paste -sd';')"
+  echo "== $n SETs of $SET B (redis-benchmark under LD_PRELOAD -> kernel redis-server), instructions per request${SESSION_EXTRA:+ ($SESSION_EXTRA)}"
+  echo "whole daemon: $(( $(awk '/^totals:/ {print $2}' "$tmp/cg.out.1") / n ))"
+  python3 scripts/callgrind-nodes.py "$tmp/cg.out.1" "$n" | sed -n 1,12p | cut -c1-150
+  exit 0
+fi
 cat >"$tmp/k.py" <<'PY'
 import socket, sys
 mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -33,6 +33,7 @@
 #                 almost no CPU)
 #   STARTUP="<sections>"   appended to every Sluice's startup.conf, e.g.
 #                 STARTUP="unix { poll-yield }" (docs/hoststack.md)
+#   SESSION_EXTRA="<keys>"  more keys of every Sluice's session section, e.g. "tcp-tso on"
 #   FIFO=<bytes>  session FIFO size, default 1 MiB; TIMEOUT=<s>: one redis-benchmark run's
 #                 limit, default 120
 #   NO_BUILD=1    use the release binaries as they are; SLUICE=<path>, PRELOAD=<path>: the
@@ -106,8 +107,8 @@ ip netns add "$NX"; nss+=("$NX")
 # namespace $2 (or here when empty). CLI of it: `C <name> <command>`.
 start_sluice() {
   local name=$1 ns=$2
-  printf 'unix { nodaemon cli-listen %s/%s.cli }\nbuffers { page-size 4k }\nsession { enable app-socket %s/%s.app fifo-size %s }\n%s\n' \
-    "$tmp" "$name" "$tmp" "$name" "$fifo" "${STARTUP:-}" >"$tmp/$name.conf"
+  printf 'unix { nodaemon cli-listen %s/%s.cli }\nbuffers { page-size 4k }\nsession { enable app-socket %s/%s.app fifo-size %s %s }\n%s\n' \
+    "$tmp" "$name" "$tmp" "$name" "$fifo" "${SESSION_EXTRA:-}" "${STARTUP:-}" >"$tmp/$name.conf"
   if [ -n "$ns" ]; then
     ip netns exec "$ns" "${swrap[@]}" "$sluice" -c "$tmp/$name.conf" >"$tmp/$name.log" 2>&1 &
   else
@@ -256,7 +257,7 @@ bench() { # mode clients size -> "p50 p95 p99 p99.9" in $tmp/p and the schedulin
 declare -A R
 mkdir -p "$(dirname "$out_csv")"
 {
-  echo "# scripts/hoststack-redis-bench.sh $runs $nreq \"$clients\" \"$sizes\"; MODES=\"$modes\" RXMODE=${RXMODE:-polling} RXMODE_C=$rxc FIFO=$fifo STARTUP=\"${STARTUP:-}\""
+  echo "# scripts/hoststack-redis-bench.sh $runs $nreq \"$clients\" \"$sizes\"; MODES=\"$modes\" RXMODE=${RXMODE:-polling} RXMODE_C=$rxc FIFO=$fifo STARTUP=\"${STARTUP:-}\" SESSION_EXTRA=\"${SESSION_EXTRA:-}\""
   echo "# $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "mode,clients,payload,run,p50,p95,p99,p99.9"
 } >"$part_csv"

@@ -7,7 +7,8 @@ established connection keeps being served."""
 
 import re
 
-from scapy.layers.inet import TCP
+from scapy.compat import raw
+from scapy.layers.inet import IP, TCP
 
 from test_tcp import TcpPgBase, session_conf
 
@@ -20,6 +21,45 @@ def opts(p):
 
 def data_segs(pkts):
     return [(p.seq, bytes(p.payload)) for p in pkts if len(p.payload)]
+
+
+def sack_recovery(self, check_echo=lambda pkts: None):
+    """An echo of 5 segments of 1000 bytes whose first segment is lost and SACKed around:
+    only it is resent, by SACK recovery, no RTO (`check_echo(packets)`: more checks of the
+    echo as captured)."""
+    self.start_sink("echo")
+    # No timestamps or window scaling offered: segments of exactly the MSS. The pause
+    # before the handshake's ACK makes the first RTT sample long, and so the RTO (three
+    # times the sample: 9 s), so no timeout interferes with the recovery even when the
+    # test takes seconds to send the SACK (0.8 s, an RTO of 2.4 s, ran out at load 30).
+    our = self.handshake(options=(("MSS", 1000), SACK_OK), pause=3.0)
+    data = bytes(range(256)) * 20
+    self.pg0.enable_capture()
+    self.pg0.add_stream([self.seg("PA", 1001 + k * 1000, our, data[k * 1000:(k + 1) * 1000])
+                         for k in range(5)])
+    self.pg_start()
+    pkts = self.capture_until(lambda ps: sum(len(p[TCP].payload) for p in ps) >= 5000,
+                              "the echo")
+    check_echo(pkts)
+    segs = sorted(data_segs(pkts))
+    assert b"".join(d for _, d in segs) == data[:5000]
+    assert all(len(d) <= 1000 for _, d in segs)
+    # The first segment is lost: the peer SACKs everything after it.
+    first = segs[0]
+    assert first[0] == our
+    end = our + 5000
+    self.pg0.enable_capture()
+    self.pg0.add_stream([self.seg("A", 6001, our,
+                                  options=[("SAck", (our + len(first[1]), end))])])
+    self.pg_start()
+    again = data_segs(self.capture_until(lambda ps: data_segs(p[TCP] for p in ps),
+                                         "the retransmission", settle=0.3))
+    assert again == [first], [(s, len(d)) for s, d in again]
+    assert self.tcp_verbose("sack-retrans") == 1
+    assert self.tcp_verbose("sack-recoveries") == 1
+    assert self.tcp_verbose("rto-retrans") == 0
+    # Everything acknowledged: nothing more is sent.
+    self.send_and_assert_no_replies(self.pg0, [self.seg("A", 6001, end)], "all acked")
 
 
 class TestTcpSack(TcpPgBase):
@@ -45,38 +85,7 @@ class TestTcpSack(TcpPgBase):
         assert out == b"a" * 500 + b"b" * 100 + b"c" * 200 + b"d" * 100
 
     def test_sack_recovery_resends_only_the_hole(self):
-        self.start_sink("echo")
-        # No timestamps or window scaling offered: segments of exactly the MSS. The pause
-        # before the handshake's ACK makes the first RTT sample long, and so the RTO (three
-        # times the sample: 9 s), so no timeout interferes with the recovery even when the
-        # test takes seconds to send the SACK (0.8 s, an RTO of 2.4 s, ran out at load 30).
-        our = self.handshake(options=(("MSS", 1000), SACK_OK), pause=3.0)
-        data = bytes(range(256)) * 20
-        self.pg0.enable_capture()
-        self.pg0.add_stream([self.seg("PA", 1001 + k * 1000, our, data[k * 1000:(k + 1) * 1000])
-                             for k in range(5)])
-        self.pg_start()
-        pkts = self.capture_until(lambda ps: sum(len(p[TCP].payload) for p in ps) >= 5000,
-                                  "the echo")
-        segs = sorted(data_segs(pkts))
-        assert b"".join(d for _, d in segs) == data[:5000]
-        assert all(len(d) <= 1000 for _, d in segs)
-        # The first segment is lost: the peer SACKs everything after it.
-        first = segs[0]
-        assert first[0] == our
-        end = our + 5000
-        self.pg0.enable_capture()
-        self.pg0.add_stream([self.seg("A", 6001, our,
-                                      options=[("SAck", (our + len(first[1]), end))])])
-        self.pg_start()
-        again = data_segs(self.capture_until(lambda ps: data_segs(p[TCP] for p in ps),
-                                             "the retransmission", settle=0.3))
-        assert again == [first], [(s, len(d)) for s, d in again]
-        assert self.tcp_verbose("sack-retrans") == 1
-        assert self.tcp_verbose("sack-recoveries") == 1
-        assert self.tcp_verbose("rto-retrans") == 0
-        # Everything acknowledged: nothing more is sent.
-        self.send_and_assert_no_replies(self.pg0, [self.seg("A", 6001, end)], "all acked")
+        sack_recovery(self)
 
     def test_delayed_ack(self):
         self.start_sink()
@@ -191,3 +200,24 @@ class TestTcpSynFloodNoCookies(TcpPgBase):
             lambda ps: any(bytes(p[TCP].payload) == b"still served" for p in ps), "the echo")
         assert len({p.dport for p in pkts if p.flags == "SA"}) == 4
         assert self.delta(("tcp4-input", "SYN dropped: listener backlog full")) == 16
+
+
+TSO_SENT = ("session-queue", "TCP TSO aggregates sent (each one of tcp_sent)")
+GSO_CUT = ("gso-segment", "GSO aggregates cut into segments")
+
+
+class TestTcpTso(TcpPgBase):
+    """`tcp-tso on`: Sluice sends aggregates; pg takes none, so `gso-segment` cuts them
+    into MSS segments with complete checksums. A segment lost inside an aggregate is
+    resent alone."""
+    extra_config = session_conf("tcp-tso on")
+
+    def test_aggregate_is_cut_and_a_lost_segment_resent_alone(self):
+        def check_echo(pkts):
+            assert self.delta(TSO_SENT) >= 1 and self.delta(GSO_CUT) >= 1, \
+                self.get_counters()
+            for p in pkts:  # each segment's checksum as scapy computes it
+                ip = p.underlayer.copy()
+                del ip[TCP].chksum
+                assert IP(raw(ip))[TCP].chksum == p.chksum, p.underlayer.show(dump=True)
+        sack_recovery(self, check_echo)

@@ -69,9 +69,9 @@ impl Drop for Slot {
 
 /// The tags of these tests' namespaces (`Peer::new` refuses any other, so that
 /// [`reap_stale_namespaces`] knows them all).
-const TAGS: [&str; 17] = [
+const TAGS: [&str; 21] = [
     "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt", "pw", "sc",
-    "cc",
+    "cc", "ts", "s6", "tn", "n6",
 ];
 
 /// Removes the namespaces of earlier runs of these tests that were killed before their
@@ -173,6 +173,16 @@ fn sluice(peer: &Peer, tag: &str) -> (Daemon, String, std::path::PathBuf) {
 /// (AF_PACKET fanout by flow hash): every packet is received on a worker and handed to
 /// the thread that owns its flow (Sluice's own hash) when that is another one.
 fn sluice_on(peer: &Peer, tag: &str, workers: usize) -> (Daemon, String, std::path::PathBuf) {
+    sluice_with(peer, tag, workers, "")
+}
+
+/// [`sluice_on`] with more keys of the session section (`session`).
+fn sluice_with(
+    peer: &Peer,
+    tag: &str,
+    workers: usize,
+    session: &str,
+) -> (Daemon, String, std::path::PathBuf) {
     let dir = tmpdir(&format!("{tag}-app"));
     let app_sock = dir.join("app.sock").display().to_string();
     let (cpu, queues) = match workers {
@@ -184,7 +194,9 @@ fn sluice_on(peer: &Peer, tag: &str, workers: usize) -> (Daemon, String, std::pa
     };
     let d = Daemon::start(
         tag,
-        &format!("{cpu}session {{ enable app-socket {app_sock} event-queue-length 256 }}"),
+        &format!(
+            "{cpu}session {{ enable app-socket {app_sock} event-queue-length 256 {session} }}"
+        ),
     );
     d.ok(&format!("create host-interface name {}{queues}", peer.name));
     let ifn = format!("host-{}", peer.name);
@@ -613,6 +625,7 @@ fn attach_show_disable_and_config_errors() {
         ("session { tcp-syn-cookies maybe }", "maybe"),
         ("session { tcp-delayed-ack 900 }", "tcp-delayed-ack 900"),
         ("session { tcp-keepalive 10 0 3 }", "tcp-keepalive 10 0 3"),
+        ("session { tcp-tso 1000 }", "tcp-tso 1000"),
         ("session { frobnicate }", "frobnicate"),
     ] {
         let conf = dir.join("bad.conf");
@@ -792,24 +805,60 @@ fn sockaddr(at: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 
 #[test]
 fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
-    tcp_with_the_kernel(false, "tc", tcp_bytes(), 0);
+    tcp_with_the_kernel(false, "tc", tcp_bytes(), 0, "");
 }
 
 #[test]
 fn tcp6_with_the_kernel_both_directions_rst_and_app_death() {
-    tcp_with_the_kernel(true, "t6", tcp_bytes(), 0);
+    tcp_with_the_kernel(true, "t6", tcp_bytes(), 0, "");
 }
 
 /// With two workers (and two rx queues): every segment arrives on a worker and is handed
 /// to the thread that owns its flow when that is another.
 #[test]
 fn tcp_with_the_kernel_on_two_workers() {
-    tcp_with_the_kernel(false, "w4", tcp_bytes(), 2);
+    tcp_with_the_kernel(false, "w4", tcp_bytes(), 2, "");
 }
 
 #[test]
 fn tcp6_with_the_kernel_on_a_worker() {
-    tcp_with_the_kernel(true, "w6", tcp_bytes(), 1);
+    tcp_with_the_kernel(true, "w6", tcp_bytes(), 1, "");
+}
+
+/// With TSO (`tcp-tso on`): Sluice's streams leave as aggregates the kernel cuts (or takes
+/// whole through the veth); every byte is checked as without.
+#[test]
+fn tcp_with_the_kernel_tso() {
+    tcp_with_the_kernel(false, "ts", tcp_bytes(), 0, "tcp-tso on");
+}
+
+#[test]
+fn tcp6_with_the_kernel_tso() {
+    tcp_with_the_kernel(true, "s6", tcp_bytes(), 0, "tcp-tso on");
+}
+
+/// TSO on a veth without TSO and TX checksum offload (`ethtool -K tso off tx off`): the
+/// kernel cuts every aggregate in software and checksums the segments from the partial
+/// checksum Sluice seeded; the peer verifies each one (none may fail), and no aggregate
+/// is refused (with `PACKET_QDISC_BYPASS` on their socket all were, and the streams stalled).
+#[test]
+fn tcp_with_the_kernel_tso_no_offload() {
+    tcp_with_the_kernel_on(false, "tn", tcp_bytes(), 0, "tcp-tso on", true);
+}
+
+#[test]
+fn tcp6_with_the_kernel_tso_no_offload() {
+    tcp_with_the_kernel_on(true, "n6", tcp_bytes(), 0, "tcp-tso on", true);
+}
+
+/// `TcpInCsumErrors` of the namespace the calling thread is in (IPv4 and IPv6 share it).
+fn tcp_csum_errors() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let at = names.split_whitespace().position(|n| n == "InCsumErrors");
+    let at = at.unwrap_or_else(|| panic!("no InCsumErrors in {names}"));
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
 }
 
 /// The same with 1 GiB each way, byte for byte (opt-in: minutes in a debug build;
@@ -817,7 +866,7 @@ fn tcp6_with_the_kernel_on_a_worker() {
 #[test]
 #[ignore = "1 GiB each way takes minutes: run with --ignored"]
 fn tcp_1gib_each_way_with_the_kernel() {
-    tcp_with_the_kernel(false, "tg", 1 << 30, 0);
+    tcp_with_the_kernel(false, "tg", 1 << 30, 0, "");
 }
 
 /// The drop reasons of `tcp4-input`/`tcp6-input` (every counter but `segments`, `handoff`
@@ -834,8 +883,22 @@ const TCP_INPUT_DROPS: [&str; 7] = [
 
 /// A kernel client streams to a Sluice listener and a Sluice client to a kernel listener
 /// (every byte checked), refused connects both ways, the application's death resets its
-/// peer; over IPv4 or IPv6, with `workers` worker threads receiving (0: none).
-fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize) {
+/// peer; over IPv4 or IPv6, with `workers` worker threads receiving (0: none) and more
+/// keys of the session section (`session`; with `tcp-tso` some aggregates must go out).
+fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize, session: &str) {
+    tcp_with_the_kernel_on(v6, tag, total, workers, session, false);
+}
+
+/// [`tcp_with_the_kernel`], with `no_offload`: on a veth whose TSO and TX checksum offload
+/// are off, the peer's TCP checksum errors checked.
+fn tcp_with_the_kernel_on(
+    v6: bool,
+    tag: &str,
+    total: u64,
+    workers: usize,
+    session: &str,
+    no_offload: bool,
+) {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     if let Some(why) = skip_reason() {
@@ -843,7 +906,15 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize) {
         return;
     }
     let peer = Peer::new(tag);
-    let (d, sock, dir) = sluice_on(&peer, tag, workers);
+    if no_offload {
+        if sh(&["ethtool", "--version"]).is_err() {
+            sluice_infra::testing::skip("no ethtool");
+            return;
+        }
+        must(&["ethtool", "-K", &peer.name, "tso", "off", "tx", "off"]);
+    }
+    let csum_errors = peer.run(tcp_csum_errors);
+    let (d, sock, dir) = sluice_with(&peer, tag, workers, session);
     let mut app = App::attach(&sock, "tcp-test").unwrap();
     let (ours, theirs, any, node) = if v6 {
         ("fd00:77::1", "fd00:77::2", "::", "tcp6-input")
@@ -925,6 +996,27 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize) {
     go.send(()).unwrap();
     assert_eq!(reader.join().unwrap(), linger_bytes);
 
+    if session.contains("tcp-tso") {
+        let tso = counter(&d, "session-queue", "TCP TSO aggregates");
+        assert!(tso > 0, "{}", d.ok("show errors"));
+    }
+    if no_offload {
+        // The aggregates went to the kernel whole (not through `gso-segment`) and none
+        // was refused.
+        let rt = d.ok("show runtime");
+        assert_eq!(node_vectors(&rt, "gso-segment"), 0, "{rt}");
+        let e = d.ok("show errors");
+        assert_eq!(
+            counter_in(&e, "af-packet-tx", "refused by the kernel"),
+            0,
+            "{e}"
+        );
+        assert_eq!(
+            peer.run(tcp_csum_errors),
+            csum_errors,
+            "the peer's TcpInCsumErrors"
+        );
+    }
     // A port nobody listens on: the kernel client is refused (RST), counted.
     let closed = sa(ours, 5009);
     let refused = peer.run(move || {

@@ -13,7 +13,8 @@
 //! Per interface: `num-rx-queues` TPACKET_V3 (or V2) rx sockets (joined in a `PACKET_FANOUT_HASH`
 //! group when more than one, so the kernel spreads flows over them), `num-tx-queues`
 //! TPACKET_V2 tx sockets (default: one per thread, so no thread waits for another;
-//! `PACKET_QDISC_BYPASS` unless `qdisc-bypass-disable`). The Linux interface is set up and
+//! `PACKET_QDISC_BYPASS` unless `qdisc-bypass-disable`; GSO aggregates go through the qdisc
+//! on a `PACKET_VNET_HDR` socket of their own, so the kernel can cut them). The Linux interface is set up and
 //! put in promiscuous mode for as long as the rx socket is open. The Sluice interface gets
 //! its own MAC (`hw-addr`, or a random locally administered `02:fe:..`), as in VPP, and the
 //! Linux interface's MTU.

@@ -594,7 +594,7 @@ impl TxRing {
         // Every frame of the ring may be an skb in flight (a small skb's truesize is ~1 KiB
         // beyond its data).
         sluice_vnet::devices::linux::set_sndbuf(raw, geo.frame_nr * (geo.frame_size + 1024));
-        let gso = Self::open_gso(ifindex, qdisc_bypass);
+        let gso = Self::open_gso(ifindex);
         if let Err(e) = &gso {
             log::warn!(
                 "af_packet ifindex {ifindex}: no PACKET_VNET_HDR socket ({e}): GSO aggregates \
@@ -614,19 +614,16 @@ impl TxRing {
 
     /// The socket aggregates are sent on: a frame ring holds fixed-size frames, too small
     /// for 64 KiB aggregates, so they go through `sendmsg` behind their `virtio_net_hdr`.
-    fn open_gso(ifindex: u32, qdisc_bypass: bool) -> io::Result<OwnedFd> {
+    /// Never with `PACKET_QDISC_BYPASS`, whatever the ring's setting: the direct xmit path
+    /// (`__dev_direct_xmit`) drops (ENOBUFS) an skb that `validate_xmit_skb` has to cut or
+    /// checksum in software, i.e. every aggregate on a device without TSO or TX checksum
+    /// offload (or after `ethtool -K` turned them off). Through the qdisc the kernel cuts
+    /// such an aggregate into checksummed segments; one 64 KiB aggregate pays the qdisc
+    /// once, nothing next to the ~45 segments it carries.
+    fn open_gso(ifindex: u32) -> io::Result<OwnedFd> {
         let fd = packet_socket()?;
         let raw = fd.as_raw_fd();
         setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, "PACKET_VNET_HDR")?;
-        if qdisc_bypass {
-            setsockopt(
-                raw,
-                SOL_PACKET,
-                PACKET_QDISC_BYPASS,
-                &1i32,
-                "PACKET_QDISC_BYPASS",
-            )?;
-        }
         bind(raw, ifindex, 0)?;
         sluice_vnet::devices::linux::set_sndbuf(raw, 16 << 20);
         Ok(fd)

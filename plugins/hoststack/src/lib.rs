@@ -14,7 +14,7 @@
 //! (`api/hoststack.api`). startup.conf:
 //! `session { enable event-queue-length <n> app-socket <path> fifo-size <bytes>
 //! sessions-per-app <n> tcp-syn-backlog <n> tcp-syn-cookies on|off tcp-delayed-ack <ms>
-//! tcp-keepalive <idle s> <interval s> <probes> use-app-socket-api }`.
+//! tcp-keepalive <idle s> <interval s> <probes> tcp-tso on|off|<bytes> use-app-socket-api }`.
 
 pub mod api;
 pub mod node;
@@ -113,6 +113,33 @@ impl Plugin for HoststackPlugin {
                         "on" => true,
                         "off" => false,
                         t => return Err(c.error(v, &format!("tcp-syn-cookies {t}: on or off"))),
+                    };
+                }
+                "tcp-tso" => {
+                    let v = c.value(k)?;
+                    cfg.tso = match v.text.as_str() {
+                        "on" => tcp::TSO_MAX,
+                        "off" => 0,
+                        t => match t.parse::<u32>() {
+                            Ok(n) if n == 0 || (2048..=tcp::TSO_MAX).contains(&n) => {
+                                // Rounded down to whole segments of the connection's MSS:
+                                // below two, no aggregate at all.
+                                if n != 0 && n < 2 * 1460 {
+                                    log::warn!(
+                                        "session: tcp-tso {n}: aggregates are whole segments,                                          so below two (2920 bytes at MSS 1460) there are none"
+                                    );
+                                }
+                                n
+                            }
+                            _ => {
+                                let e = format!(
+                                    "tcp-tso {t}: on, off or the bytes of an aggregate \
+                                     (2048..{})",
+                                    tcp::TSO_MAX
+                                );
+                                return Err(c.error(v, &e));
+                            }
+                        },
                     };
                 }
                 "tcp-delayed-ack" => {

@@ -55,7 +55,9 @@
 //! - counters: `sent` (info), `no_buffer` (allocation failed: left in the FIFO, retried),
 //!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
-//!   lengths: its FIFO is emptied), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info).
+//!   lengths: its FIFO is emptied; or a TCP tx FIFO shorter than its connection counts on:
+//!   that segment is not built), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info),
+//!   `tcp_tso` (info: TSO aggregates among `tcp_sent`, `tcp-tso on`).
 //!
 //! `tcp4-input` / `tcp6-input` (internal; one generic node per family): TCP segments for
 //! Sluice's addresses, from `ip4-local`/`ip6-local` (protocol 6 is registered while TCP
@@ -206,11 +208,13 @@ sluice_graph::counters! {
         /// Datagram to an invalid peer.
         BadPeer => error("bad_peer", "datagram to an invalid peer"),
         /// Corrupt application tx FIFO.
-        CorruptFifo => error("corrupt_fifo", "application tx FIFO corrupt (emptied)"),
+        CorruptFifo => error("corrupt_fifo", "application tx FIFO corrupt (emptied, or TCP data not built)"),
         /// TCP segments sent.
         TcpSent => info("tcp_sent", "TCP segments sent"),
         /// TCP RSTs sent.
         TcpRstSent => info("tcp_rst_sent", "TCP RSTs sent"),
+        /// TSO aggregates among the TCP segments sent (`tcp-tso on`).
+        TcpTso => info("tcp_tso", "TCP TSO aggregates sent (each one of tcp_sent)"),
     }
 }
 
@@ -664,8 +668,22 @@ fn tcp_options(o: &Out, t: &mut [u8]) -> usize {
     n
 }
 
+/// Why [`tcp_segment`] built nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SegError {
+    /// No buffer (retried when the session is queued again).
+    NoBuffer,
+    /// The tx FIFO held fewer bytes than the connection counted on (`corrupt_fifo`).
+    ShortFifo,
+}
+
 /// Builds one TCP segment (IPv4 or IPv6, by the addresses) into a new buffer, payload
-/// peeked from `tx`. None: no buffer, or addresses of two families.
+/// peeked from `tx`; a TSO aggregate (`o.gso` set) into a buffer chain, the headers in
+/// the first buffer, with the GSO metadata (`flags::GSO`, `gso_size` the segment size)
+/// and the TCP checksum partial (the pseudo-header sum over the whole length, as Linux's
+/// `CHECKSUM_PARTIAL`): `interface-output` hands it whole to a driver that takes
+/// aggregates, else to `gso-segment`. Errors: no buffer (or addresses of two families),
+/// or `tx` gave fewer bytes than `o` asks for (nothing built: never a hole in the stream).
 fn tcp_segment(
     cx: &mut Cx,
     local: SocketAddr,
@@ -673,30 +691,69 @@ fn tcp_segment(
     o: &Out,
     tx: Option<&sluice_session::seg::Fifo<'_>>,
     ip_id: u16,
-) -> Option<BufIdx> {
+) -> Result<BufIdx, SegError> {
     let ihl = match (local.ip(), remote.ip()) {
         (IpAddr::V4(_), IpAddr::V4(_)) => 20,
         (IpAddr::V6(_), IpAddr::V6(_)) => 40,
-        _ => return None,
+        _ => return Err(SegError::NoBuffer),
     };
     let mut bi = [BufIdx(0)];
     if cx.bufs().alloc(&mut bi) != 1 {
-        return None;
+        return Err(SegError::NoBuffer);
     }
     let bi = bi[0];
-    // SAFETY: freshly allocated, owned here, one view.
-    let mut b = unsafe { cx.buffer(bi) };
-    let raw = b.raw_data_mut();
     let mut opts = [0u8; 40];
     let olen = tcp_options(o, &mut opts);
     let thl = 20 + olen;
     let hl = ihl + thl;
-    let mut len = (o.len as usize).min(raw.len() - hl);
-    if len > 0 {
-        len = tx
-            .map(|f| f.peek_at(o.off, &mut raw[hl..hl + len]))
-            .unwrap_or(0);
+    let (room, len) = {
+        // SAFETY: freshly allocated, owned here, one view.
+        let mut b = unsafe { cx.buffer(bi) };
+        let room = b.raw_data_mut().len() - hl;
+        let mut len = (o.len as usize).min(room);
+        if len > 0 {
+            len = tx
+                .map(|f| f.peek_at(o.off, &mut b.raw_data_mut()[hl..hl + len]))
+                .unwrap_or(0);
+        }
+        b.hdr.current_data = 0;
+        b.set_len(hl + len);
+        (room, len)
+    };
+    // The rest of an aggregate, one buffer after another.
+    let mut total = len;
+    if let Some(tx) = tx.filter(|_| o.gso != 0 && len == room) {
+        while total < o.len as usize {
+            let Some(nb) = cx.bufs().alloc_one() else {
+                cx.free(&[bi]);
+                return Err(SegError::NoBuffer);
+            };
+            let (want, got) = {
+                // SAFETY: freshly allocated, owned here, one view.
+                let mut n = unsafe { cx.buffer(nb) };
+                n.hdr.current_data = 0;
+                let raw = n.raw_data_mut();
+                let want = (o.len as usize - total).min(raw.len());
+                let got = tx.peek_at(o.off + total as u32, &mut raw[..want]);
+                n.set_len(got);
+                (want, got)
+            };
+            if got < want {
+                cx.free(&[bi, nb]);
+                return Err(SegError::ShortFifo);
+            }
+            cx.bufs().chain_append(bi, nb);
+            total += got;
+        }
     }
+    if tx.is_some() && total < (o.len as usize).min(if o.gso != 0 { usize::MAX } else { room }) {
+        cx.free(&[bi]);
+        return Err(SegError::ShortFifo);
+    }
+    let gso = o.gso != 0 && total > o.gso as usize;
+    // SAFETY: as above; the head of the chain built here.
+    let mut b = unsafe { cx.buffer(bi) };
+    let raw = b.raw_data_mut();
     {
         let t = &mut raw[ihl..hl + len];
         t[20..thl].copy_from_slice(&opts[..olen]);
@@ -713,27 +770,43 @@ fn tcp_segment(
             ack_number: ack,
             flags: o.flags,
             window: o.wnd,
-            payload_len: len,
+            payload_len: total,
         }
         .emit(&mut p);
         p.set_header_len(thl);
+        let l4len = thl + total;
         match (local.ip(), remote.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) if gso => {
+                p.set_checksum(checksum::pseudo_header_v4(s, d, 6, l4len as u16))
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) if gso => {
+                p.set_checksum(sluice_wire::ipv6::pseudo_header_sum(s, d, 6, l4len as u32))
+            }
             (IpAddr::V4(s), IpAddr::V4(d)) => p.fill_checksum_v4(s, d),
             (IpAddr::V6(s), IpAddr::V6(d)) => p.fill_checksum_v6(s, d),
             _ => {}
         }
     }
     match (local.ip(), remote.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => ip4_header(&mut raw[..20], s, d, 6, thl + len, ip_id),
-        (IpAddr::V6(s), IpAddr::V6(d)) => ip6_header(&mut raw[..40], s, d, 6, thl + len),
+        (IpAddr::V4(s), IpAddr::V4(d)) => ip4_header(&mut raw[..20], s, d, 6, thl + total, ip_id),
+        (IpAddr::V6(s), IpAddr::V6(d)) => ip6_header(&mut raw[..40], s, d, 6, thl + total),
         _ => {}
     }
-    b.hdr.current_data = 0;
-    b.set_len(hl + len);
     b.hdr.flags |= flags::LOCALLY_ORIGINATED;
+    if gso {
+        b.hdr.flags |= flags::GSO | flags::OFFLOAD_L4_CKSUM;
+        b.hdr.gso_size = o.gso;
+        b.hdr.gso_type = if ihl == 40 {
+            sluice_vnet::offload::gso_type::TCPV6
+        } else {
+            sluice_vnet::offload::gso_type::TCPV4
+        };
+        b.hdr.gso_l4_offset = ihl as u8;
+        b.hdr.gso_l4_hdr_len = thl as u8;
+    }
     b.hdr.rx_if = 0;
     b.hdr.ip.fib_index = 0;
-    Some(bi)
+    Ok(bi)
 }
 
 /// What [`SessionQueue::watch`] holds: each attached application's segment and geometry.
@@ -773,6 +846,8 @@ pub struct SessionQueue {
     ip_id: u16,
     tcp_kick: Arc<std::sync::atomic::AtomicBool>,
     tcp_sent: u64,
+    /// TSO aggregates among `tcp_sent`.
+    tcp_tso: u64,
     /// The next TCP timer (RTO, persist, TIME-WAIT).
     timer_at: Option<std::time::Instant>,
     /// When the events full event queues refused are retried next (`RETRY_EVERY`).
@@ -969,7 +1044,7 @@ impl SessionQueue {
         std::mem::swap(&mut ctl, &mut sm.workers[th].ctl_out);
         for (l, r, o) in ctl.drain(..) {
             match tcp_segment(cx, l, r, &o, None, self.ip_id) {
-                Some(bi) => {
+                Ok(bi) => {
                     self.ip_id = self.ip_id.wrapping_add(1);
                     if r.is_ipv6() {
                         self.out6.push(bi);
@@ -981,7 +1056,7 @@ impl SessionQueue {
                         cx.count(SqCounter::TcpRstSent, 1);
                     }
                 }
-                None => cx.count(SqCounter::NoBuffer, 1),
+                Err(_) => cx.count(SqCounter::NoBuffer, 1),
             }
         }
         self.ctl = ctl;
@@ -1049,7 +1124,7 @@ impl SessionQueue {
             None => (0, params.cfg.fifo_size),
         };
         let tx = fifos.as_ref().map(|f| &f.1);
-        let mut ok = true;
+        let mut failed = None;
         let mut n = 0u64;
         let mut bytes = 0u64;
         let out = if remote.is_ipv6() {
@@ -1058,25 +1133,40 @@ impl SessionQueue {
             &mut self.out4
         };
         let ip_id = &mut self.ip_id;
+        let tso = &mut self.tcp_tso;
         t.output(tx_used, rx_free, now, |o| {
             match tcp_segment(cx, local, remote, &o, tx, *ip_id) {
-                Some(bi) => {
-                    *ip_id = ip_id.wrapping_add(1);
+                Ok(bi) => {
+                    // An aggregate's segments take the ids after its own.
+                    let segs = if o.gso == 0 {
+                        1
+                    } else {
+                        *tso += 1;
+                        o.len.div_ceil(o.gso as u32).max(1)
+                    };
+                    *ip_id = ip_id.wrapping_add(segs as u16);
                     out.push(bi);
                     n += 1;
                     bytes += o.len as u64;
                     true
                 }
-                None => {
-                    ok = false;
+                Err(e) => {
+                    failed = Some(e);
                     false
                 }
             }
         });
         crate::tcpsess::rearm(tcp_timer_set, sid, t, l);
-        if !ok {
-            cx.count(SqCounter::NoBuffer, 1);
-            l.queued = true;
+        let ok = failed.is_none();
+        match failed {
+            Some(SegError::NoBuffer) => {
+                cx.count(SqCounter::NoBuffer, 1);
+                l.queued = true;
+            }
+            // Not sent, not requeued (no spinning): tried again when the session is
+            // queued again, counted again.
+            Some(SegError::ShortFifo) => cx.count(SqCounter::CorruptFifo, 1),
+            None => {}
         }
         s.stats.tx += n;
         s.stats.tx_bytes += bytes;
@@ -1109,6 +1199,10 @@ impl SessionQueue {
         cx.count(SqCounter::Sent, sent);
         cx.count(SqCounter::TcpSent, self.tcp_sent);
         self.tcp_sent = 0;
+        if self.tcp_tso > 0 {
+            cx.count(SqCounter::TcpTso, self.tcp_tso);
+            self.tcp_tso = 0;
+        }
         cx.enqueue_all(SqNext::Ip4.into(), &self.out4);
         cx.enqueue_all(SqNext::Ip6.into(), &self.out6);
         cx.enqueue_all(SqNext::Drop.into(), &self.drops);
@@ -1503,6 +1597,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 ctl_in,
                 ctl_reqs: Vec::new(),
                 tcp_sent: 0,
+                tcp_tso: 0,
                 timer_at: None,
                 retry_kick: retry_kick.clone(),
                 retry_at: None,

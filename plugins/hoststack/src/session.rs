@@ -37,6 +37,10 @@ pub struct Config {
     pub delayed_ack: std::time::Duration,
     /// `tcp-keepalive <idle s> <interval s> <probes>` (default for new connections).
     pub keepalive: Option<crate::tcp::Keepalive>,
+    /// `tcp-tso on|off|<bytes>`: new data goes out as TSO aggregates of up to this many
+    /// payload bytes (`on`: [`crate::tcp::TSO_MAX`]; 0: off) (cut by the
+    /// interface, the kernel behind af_packet/tap, or `gso-segment`).
+    pub tso: u32,
 }
 
 impl Default for Config {
@@ -51,6 +55,7 @@ impl Default for Config {
             syn_cookies: true,
             delayed_ack: std::time::Duration::from_millis(40),
             keepalive: None,
+            tso: 0,
         }
     }
 }

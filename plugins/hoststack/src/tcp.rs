@@ -86,7 +86,14 @@ pub struct Local {
     pub delack: Duration,
     /// Keepalive (None: off).
     pub keepalive: Option<Keepalive>,
+    /// TSO (`tcp-tso on`): most payload bytes of one new-data segment handed to the
+    /// output as one aggregate of MSS-sized segments ([`Out::gso`]); 0: one segment each.
+    pub tso: u32,
 }
+
+/// Most payload bytes of one TSO aggregate: with an IPv6 header and 60 bytes of TCP header
+/// its IP length stays below 64 KiB.
+pub const TSO_MAX: u32 = 65000;
 
 /// Keepalive timing (RFC 1122 4.2.3.6; Linux's `tcp_keepalive_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,6 +282,10 @@ pub struct Out {
     pub off: u32,
     /// Payload bytes.
     pub len: u32,
+    /// TSO: payload bytes of each segment when `len` is more than one segment's (the
+    /// output builds one aggregate, cut by the NIC, the kernel or `gso-segment`); 0: one
+    /// segment.
+    pub gso: u16,
 }
 
 impl Out {
@@ -293,6 +304,7 @@ impl Out {
             sack_n: 0,
             off: 0,
             len: 0,
+            gso: 0,
         }
     }
 
@@ -1503,11 +1515,16 @@ impl Tcb {
                 break;
             }
             let mut o = hdr(self, self.snd_nxt, ACK);
-            let len = unsent
-                .min(room)
-                .min(self.mss.saturating_sub(o.sack_len()).max(1));
+            // One segment, or with TSO whole segments up to `tso` bytes in one aggregate
+            // (loss recovery above still resends single segments).
+            let seg = self.mss.saturating_sub(o.sack_len()).max(1);
+            let most = seg.max(self.local.tso / seg * seg);
+            let len = unsent.min(room).min(most);
             o.off = sent_data;
             o.len = len;
+            if len > seg {
+                o.gso = seg as u16;
+            }
             if len == unsent {
                 o.flags = o.flags | PSH;
             }
@@ -1606,6 +1623,7 @@ mod tests {
         sack: true,
         delack: Duration::ZERO,
         keepalive: None,
+        tso: 0,
     };
 
     fn seg(seq: u32, ack: u32, flags: TcpFlags, data: &[u8]) -> Seg<'_> {
@@ -1905,6 +1923,24 @@ mod tests {
         t
     }
 
+    /// [`sack_conn`] with `n` bytes queued in its tx FIFO, and what its first output sent.
+    fn queued<'a>(
+        local: Local,
+        (rx, tx): (&Fifo<'a>, &Fifo<'a>),
+        n: u32,
+        now: Instant,
+    ) -> (Tcb, Vec<Out>) {
+        let mut t = sack_conn(local, rx, tx, now);
+        let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+        assert_eq!(tx.push_bytes(&data), n as usize);
+        let mut out = vec![];
+        t.output(n, 16384, now, |o| {
+            out.push(o);
+            true
+        });
+        (t, out)
+    }
+
     fn sack_bytes(blocks: &[(u32, u32)]) -> Vec<u8> {
         blocks
             .iter()
@@ -1953,19 +1989,85 @@ mod tests {
         assert_eq!(t.stats.sack_acks, 2);
     }
 
+    /// A GRO aggregate (the kernel's veth, af_packet's vnet header) is one segment of
+    /// many MSS: taken whole, acknowledged at once (more than two MSS unacknowledged).
+    #[test]
+    fn an_aggregate_larger_than_the_mss_is_one_segment() {
+        let (r, now) = (fifos("tcp-gro-rx"), Instant::now());
+        let (rx, tx) = slot(&r);
+        let delack = Duration::from_millis(40);
+        let mut t = sack_conn(Local { delack, ..L }, &rx, &tx, now);
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
+        let e = t.input(&seg(100, 5001, ACK | PSH, &data), Some(&rx), Some(&tx), now);
+        assert!(e.notify && e.output);
+        assert_eq!(t.rcv_nxt, 10_100);
+        let mut got = vec![0u8; 10_000];
+        assert_eq!(rx.peek_at(0, &mut got), 10_000);
+        assert_eq!(got, data);
+        let mut acks = vec![];
+        t.output(0, rx.free_bytes(), now, |o| {
+            acks.push((o.ack, o.len));
+            true
+        });
+        assert_eq!(acks, [(10_100, 0)]);
+    }
+
+    #[test]
+    fn tso_sends_one_aggregate_and_resends_single_segments_of_it() {
+        let r = fifos("tcp-tso-tx");
+        let (rx, tx) = slot(&r);
+        let now = Instant::now();
+        let (mut t, mut out) = queued(Local { tso: TSO_MAX, ..L }, (&rx, &tx), 12_500, now);
+        let sent: Vec<_> = out.iter().map(|o| (o.seq, o.off, o.len, o.gso)).collect();
+        assert_eq!(
+            sent,
+            [(5001, 0, 10_000, 1000)],
+            "the initial window in one aggregate of 1000-byte segments"
+        );
+        // Segments 0 and 4 of the aggregate lost: each is resent alone, then new data
+        // as the pipe allows.
+        let blocks = sack_bytes(&[(10_001, 15_001), (6001, 9001)]);
+        let dup = Seg {
+            sack: &blocks,
+            ..seg(100, 5001, ACK, &[])
+        };
+        t.input(&dup, Some(&rx), Some(&tx), now);
+        assert!(t.recovery.is_some());
+        out.clear();
+        t.output(12_500, 16384, now, |o| {
+            out.push(o);
+            true
+        });
+        let sent: Vec<_> = out.iter().map(|o| (o.seq, o.off, o.len, o.gso)).collect();
+        assert_eq!(
+            sent,
+            [
+                (5001, 0, 1000, 0),
+                (9001, 4000, 1000, 0),
+                (15_001, 10_000, 2500, 1000)
+            ],
+            "the holes alone, then the rest of the data in one aggregate as the pipe allows"
+        );
+        t.input(&seg(100, 15_001, ACK, &[]), Some(&rx), Some(&tx), now);
+        assert!(t.recovery.is_none());
+        // A timeout resends one segment of the last aggregate: the window drops to one MSS.
+        let e = t.timer(now + Duration::from_secs(2));
+        assert!(e.output);
+        out.clear();
+        t.output(2500, 16384, now + Duration::from_secs(2), |o| {
+            out.push(o);
+            true
+        });
+        let sent: Vec<_> = out.iter().map(|o| (o.seq, o.off, o.len, o.gso)).collect();
+        assert_eq!(sent, [(15_001, 0, 1000, 0)]);
+    }
+
     #[test]
     fn sack_recovery_retransmits_only_the_holes() {
         let r = fifos("tcp-sack-tx");
         let (rx, tx) = slot(&r);
         let now = Instant::now();
-        let mut t = sack_conn(L, &rx, &tx, now);
-        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        assert_eq!(tx.push_bytes(&data), 10_000);
-        let mut out = vec![];
-        t.output(10_000, 16384, now, |o| {
-            out.push(o);
-            true
-        });
+        let (mut t, mut out) = queued(L, (&rx, &tx), 10_000, now);
         assert_eq!(out.len(), 10, "the initial window: ten segments of 1000");
         // Segments 0 and 4 lost: the peer SACKs the rest.
         let blocks = sack_bytes(&[(10_001, 15_001), (6001, 9001)]);

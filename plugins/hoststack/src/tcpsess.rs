@@ -84,6 +84,7 @@ impl SessionMain {
             sack: true,
             delack: self.params.cfg.delayed_ack,
             keepalive: self.params.cfg.keepalive,
+            tso: self.params.cfg.tso,
         }
     }
 
