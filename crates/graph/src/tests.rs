@@ -805,17 +805,22 @@ impl NodeFn for ResolveAndFree {
 /// address `Cx::resolve_frame` gave was its own buffer's (header and first data byte).
 type HandLog = Arc<Mutex<Vec<(bool, bool)>>>;
 
+/// Whether `frame` came handed on unchanged (`Cx::handed_frame`; the scratch given back).
+fn came_handed(cx: &mut Cx, frame: &[BufIdx]) -> bool {
+    match cx.handed_frame(frame) {
+        Some((_, _, s)) => {
+            cx.put_frame_scratch(s);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Looks at its frame's addresses (see [`HandLog`]), then frees it.
 struct CheckAddrs(HandLog);
 impl NodeFn for CheckAddrs {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let handed = match cx.handed_frame(frame) {
-            Some((_, _, s)) => {
-                cx.put_frame_scratch(s);
-                true
-            }
-            None => false,
-        };
+        let handed = came_handed(cx, frame);
         let (arena, frame, s) = cx.resolve_frame(frame);
         let pool = cx.pool_ref();
         let mut right = true;
@@ -1009,13 +1014,7 @@ fn an_input_burst_sent_with_its_stamp_arrives_handed_on() {
 struct FreeFrame(Arc<Mutex<Vec<bool>>>);
 impl NodeFn for FreeFrame {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let handed = match cx.handed_frame(frame) {
-            Some((_, _, s)) => {
-                cx.put_frame_scratch(s);
-                true
-            }
-            None => false,
-        };
+        let handed = came_handed(cx, frame);
         self.0.lock().unwrap().push(handed);
         cx.free_frame(frame);
     }

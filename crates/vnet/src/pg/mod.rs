@@ -7,7 +7,9 @@
 //!   buffers (batch), writes the packets, and sends them to the stream's node (an arc added
 //!   with `add_next` when the stream is created) or, for `worker N` streams, through the
 //!   handoff queue to that worker. A pcap stream's burst is resolved into the thread's frame
-//!   scratch (`Arena::resolve`): the node it goes to finds its addresses there.
+//!   scratch (`Arena::resolve`) and handed on with its stamp (`Cx::enqueue_all_resolved`):
+//!   the node it goes to keeps its addresses there without comparing the indices (a burst
+//!   that lost a packet is not handed, only found there by the compare).
 //!   - sets: `rx_if` = the stream's pg interface, `tx_if` = the stream's tx interface
 //!     (`tx-interface <if>` or `node <if>-output`) when it has one, else 0; the rest of the
 //!     header as a fresh buffer's; starts traces.
@@ -23,7 +25,8 @@
 //!     interface's `rx packets` counts only the packets sent on.
 //!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
 //! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
-//!   interface's capture file when one is set (`packet-generator capture`), then frees them.
+//!   interface's capture file when one is set (`packet-generator capture`), then frees them
+//!   (`Cx::free_frame`: a frame handed on by `interface-output` through its addresses).
 //!   - uses: `tx_if`. next: none. counters: `captured`, `capture_error`.
 
 pub mod build;
