@@ -219,8 +219,9 @@ pub(crate) fn rewrite_frame<S: PacketNode, const N: usize, const W: usize>(
 ) {
     let mut adj = FastAdj::<N>::NONE;
     // The frame's recent adjacencies, by index modulo 4 (`FastAdj::load_recent`): traffic
-    // alternating between a few next hops reloads from here, not from the table.
-    let mut recent = [FastAdj::<N>::NONE; 4];
+    // alternating between a few next hops reloads from here, not from the table. Set up
+    // only at the frame's second adjacency: a frame of one adjacency never touches them.
+    let mut recent: Option<[FastAdj<N>; 4]> = None;
     let fast = move |b: &mut Buffer<'_>| adj.rewrite_any::<W>(table, &mut recent, b, hop);
     fast_frame(cx, frame, slow, out_any, output, fast);
 }
@@ -263,20 +264,42 @@ impl<const N: usize> FastAdj<N> {
         }
     }
 
-    /// Adjacency `index` from `recent` (a frame's adjacencies seen so far, one a slot by
-    /// `index % 4`), else read from `table` into its slot: out of line, so that the
-    /// fast-path loop keeps its registers. Packets alternating between up to four
-    /// adjacencies of consecutive indices (ECMP, a few next hops) pay the slot's compare
-    /// and copy, not the table's read and the conversion (54 instructions a packet with 2
-    /// or 4 next hops alternating, `sluice-bench ip4 --only "2 next hops"`).
+    /// Loads adjacency `index` into `self`: out of line, so that the fast-path loop keeps its
+    /// registers. The frame's first load (`self` is [`FastAdj::NONE`]) reads `table`
+    /// directly, as a frame of one adjacency always did; a later one sets up `recent` (the
+    /// frame's adjacencies seen so far, one slot by `index % 4`, the current one put in
+    /// its slot) and reads the table only when `index`'s slot holds another index. The
+    /// slot is copied into `self` once. Packets alternating between up to four adjacencies
+    /// of consecutive indices (ECMP, a few next hops) pay the slot's compare and copy,
+    /// not the table's read and the conversion (`sluice-bench ip4 --only "2 next hops"`).
+    /// The slots are direct-mapped: two adjacencies whose indices are equal modulo 4
+    /// evict each other and alternating between them reads the table every packet (the
+    /// bench's next hops have consecutive indices, its best case).
     #[cold]
     #[inline(never)]
-    fn load_recent(table: &AdjTable, recent: &mut [Self; 4], index: u32) -> Self {
-        let slot = &mut recent[(index % 4) as usize];
+    fn load_recent(&mut self, table: &AdjTable, recent: &mut Option<[Self; 4]>, index: u32) {
+        if self.index == u32::MAX {
+            *self = Self::new(index, &table.get(index));
+        } else {
+            self.load_slot(table, recent, index);
+        }
+    }
+
+    /// [`FastAdj::load_recent`] after the frame's first load: a function of its own, so
+    /// that the first load keeps its short prologue.
+    #[cold]
+    #[inline(never)]
+    fn load_slot(&mut self, table: &AdjTable, recent: &mut Option<[Self; 4]>, index: u32) {
+        let slots = recent.get_or_insert_with(|| {
+            let mut s = [Self::NONE; 4];
+            s[(self.index % 4) as usize] = *self;
+            s
+        });
+        let slot = &mut slots[(index % 4) as usize];
         if slot.index != index {
             *slot = Self::new(index, &table.get(index));
         }
-        *slot
+        *self = *slot;
     }
 
     /// `fast_frame`'s fast path of a rewrite node: reloads the adjacency when the packet's
@@ -285,13 +308,13 @@ impl<const N: usize> FastAdj<N> {
     pub fn rewrite_any<const W: usize>(
         &mut self,
         table: &AdjTable,
-        recent: &mut [Self; 4],
+        recent: &mut Option<[Self; 4]>,
         b: &mut Buffer<'_>,
         hop: impl FnOnce(&mut [u8]) -> bool,
     ) -> bool {
         let ai = b.hdr.ip.adj_index;
         if ai != self.index {
-            *self = Self::load_recent(table, recent, ai);
+            self.load_recent(table, recent, ai);
         }
         self.rewrite::<W>(b, hop)
     }
@@ -1662,9 +1685,10 @@ mod tests {
             })
             .collect();
         let table = adjs.table();
-        let mut recent = [FastAdj::<20>::NONE; 4];
+        let mut f = FastAdj::<20>::NONE;
+        let mut recent = None;
         for &k in &[0usize, 1, 4, 0, 5, 1, 2, 3, 4, 4, 0, 2, 5, 3, 1] {
-            let f = FastAdj::load_recent(table, &mut recent, idx[k]);
+            f.load_recent(table, &mut recent, idx[k]);
             assert_eq!(f.index, idx[k]);
             assert_eq!(f.tx_if, 100 + k as u32, "adjacency {k}");
             assert_eq!(f.eth[2 + 5], k as u8 + 10, "adjacency {k}'s MAC");
