@@ -93,8 +93,10 @@ fn real_table() -> Option<Vec<(u32, u8)>> {
     Some(out)
 }
 
-/// 4096 frames with destinations inside random routes of `routes`.
-fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
+/// 4096 frames with destinations inside random routes of `routes`; with `alternate`, the
+/// i-th frame's inside route `i % routes.len()` (the next-hop cases: consecutive packets
+/// on different adjacencies).
+fn frames(routes: &[(u32, u8)], seed: u64, alternate: bool) -> Vec<Vec<u8>> {
     let mut r = Rng(seed);
     // SLUICE_BENCH_IP4_HOSTMASK: only these host bits vary (a smaller FIB working set).
     let hostmask = crate::env_usize("SLUICE_BENCH_IP4_HOSTMASK").map_or(u32::MAX, |m| m as u32);
@@ -104,7 +106,8 @@ fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
     let slow_every = crate::env_usize("SLUICE_BENCH_IP_SLOW").unwrap_or(0);
     (0..4096)
         .map(|i| {
-            let (p, l) = routes[(r.next() % routes.len() as u64) as usize];
+            let pick = (r.next() % routes.len() as u64) as usize;
+            let (p, l) = routes[if alternate { i % routes.len() } else { pick }];
             let host = if l >= 32 {
                 0
             } else {
@@ -136,6 +139,21 @@ fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
         })
         .collect()
 }
+
+/// The next-hop cases' routes and next hops: 20.0.0.0/8 cut into `k` (a power of two)
+/// routes, route j via 10.0.1.(2 + j) (a neighbor each), so that packets alternating
+/// between the routes alternate between `k` adjacencies.
+fn next_hop_routes(k: u32) -> (Vec<(u32, u8)>, Vec<u32>) {
+    let bits = k.trailing_zeros() as u8;
+    let routes = (0..k)
+        .map(|j| (0x1400_0000 | (j << (24 - bits as u32)), 8 + bits))
+        .collect();
+    (routes, (0..k).map(|j| 0x0a00_0102 + j).collect())
+}
+
+/// The next-hop cases (only with `--only`): ip4-lookup's group-of-four shortcut missing on
+/// every group, ip4-rewrite's adjacency changing every packet.
+const NEXT_HOP_CASES: [(&str, u32); 2] = [("2 next hops", 2), ("4 next hops", 4)];
 
 fn setup(vm: &mut Vlib, t: &CommandTree<Vlib>) {
     for c in [
@@ -185,9 +203,11 @@ const FEATURE_PATH: [&str; 8] = [
 ];
 
 fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u32, u8)>, dir: &std::path::Path) -> Case {
-    run_case_with(o, name, routes, dir, &[], &PATH)
+    run_case_with(o, name, routes, dir, &[], &PATH, &[0x0a00_0102])
 }
 
+/// One case: `routes` installed via `hops` (route j via `hops[j % hops.len()]`, each a
+/// neighbor on pg1); with more than one next hop the packets alternate between the routes.
 fn run_case_with(
     o: &crate::Opts,
     name: &str,
@@ -195,20 +215,30 @@ fn run_case_with(
     dir: &std::path::Path,
     extra: &[&str],
     path: &[&str],
+    hops: &[u32],
 ) -> Case {
     let (mut vm, t) = crate::build(0);
     setup(&mut vm, &t);
     for c in extra {
         cli(&mut vm, &t, c);
     }
+    for (j, &h) in hops.iter().enumerate().skip(1) {
+        let nh = std::net::Ipv4Addr::from(h);
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip neighbor pg1 {nh} 02:00:00:00:01:{:02x}", 2 + j),
+        );
+    }
     let t0 = Instant::now();
-    for &(p, l) in &routes {
+    for (j, &(p, l)) in routes.iter().enumerate() {
         cli(
             &mut vm,
             &t,
             &format!(
-                "ip route add {}/{l} via 10.0.1.2",
-                std::net::Ipv4Addr::from(p)
+                "ip route add {}/{l} via {}",
+                std::net::Ipv4Addr::from(p),
+                std::net::Ipv4Addr::from(hops[j % hops.len()])
             ),
         );
     }
@@ -221,7 +251,7 @@ fn run_case_with(
             .map(|&(p, l)| format!("{}/{l}", std::net::Ipv4Addr::from(p))),
     );
     let pcap = dir.join(format!("ip4-{}.pcap", routes.len()));
-    write_pcap(&pcap, &frames(&routes, 0x5eed));
+    write_pcap(&pcap, &frames(&routes, 0x5eed, hops.len() > 1));
     let r = crate::replay_path(
         o,
         vm,
@@ -243,7 +273,12 @@ fn run_case_with(
 /// Runs the IPv4 FIB-scale benchmark.
 pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let dir = crate::inputs_dir(o, "sluice-bench");
-    let mut cases = vec![run_case(o, "1 route", vec![(0x1400_0000, 8)], &dir)];
+    // `--only <name>`: the cases whose name contains it, the next-hop cases among them.
+    let only = |name: &str| o.only.as_ref().is_none_or(|w| name.contains(w.as_str()));
+    let mut cases = Vec::new();
+    if only("1 route") {
+        cases.push(run_case(o, "1 route", vec![(0x1400_0000, 8)], &dir));
+    }
     let with_features = o.features.then(|| {
         run_case_with(
             o,
@@ -252,9 +287,16 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             &dir,
             &FEATURES,
             &FEATURE_PATH,
+            &[0x0a00_0102],
         )
     });
-    if !o.quick {
+    if o.only.is_some() {
+        for (name, k) in NEXT_HOP_CASES.into_iter().filter(|c| only(c.0)) {
+            let (routes, hops) = next_hop_routes(k);
+            cases.push(run_case_with(o, name, routes, &dir, &[], &PATH, &hops));
+        }
+    }
+    if !o.quick && o.only.is_none() {
         cases.push(run_case(
             o,
             "255k random prefixes",
@@ -271,7 +313,11 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             cases.push(run_case(o, "real IPv4 table", real, &dir));
         }
     }
-    let base = cases[0].mpps.1;
+    // Ratios against the 1-route case (NaN when `--only` left it out).
+    let base = cases
+        .iter()
+        .find(|c| c.name == "1 route")
+        .map_or(f64::NAN, |c| c.mpps.1);
     let _ = writeln!(
         out,
         "## IPv4 forwarding, one core, 64-byte frames, destinations spread over the FIB\n"

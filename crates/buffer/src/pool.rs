@@ -1180,6 +1180,40 @@ impl BufferCache {
             // SAFETY: the caller hands over ownership; b is in the arena (holds, above).
             f | unsafe { &*arena.hdr_ptr_unchecked(b) }.flags
         });
+        self.free_tails(idxs, heads);
+    }
+
+    /// [`Self::free`] of a frame whose addresses `addrs` holds (a node's frame resolved by
+    /// [`Arena::resolve`], or handed on with them): the resolve checked the indices, so no
+    /// bound check pass, and the heads' flags are read through the resolved addresses.
+    ///
+    /// # Safety
+    /// `addrs` was last filled by [`Arena::resolve`] of this cache's pool's arena from a
+    /// frame whose indices are `idxs` (the same values, in order), and the caller hands
+    /// over ownership of every buffer of `idxs` (as [`Self::free`]). Debug builds check
+    /// every entry.
+    #[inline]
+    pub unsafe fn free_at<const N: usize>(&mut self, idxs: &[BufIdx], addrs: &FrameAddrs<N>) {
+        #[cfg(debug_assertions)]
+        for (i, &b) in idxs.iter().enumerate() {
+            let arena = self.pool.arena();
+            arena.check_at(addrs, i, b);
+            arena.mark_free(b);
+        }
+        self.bufs.extend(idxs.iter().map(|b| b.0));
+        let heads = addrs.hdr[..idxs.len()].iter().fold(0, |f, &h| {
+            // SAFETY: the resolve computed `h` from an index it checked: a header of the
+            // arena, owned by the caller (this function's contract).
+            f | unsafe { &*h }.flags
+        });
+        self.free_tails(idxs, heads);
+    }
+
+    /// The end of [`Self::free`]: the buffers chained behind `idxs` (when `heads`, the OR
+    /// of their heads' flags, says some are), then the cache's high-water mark.
+    #[inline(always)]
+    fn free_tails(&mut self, idxs: &[BufIdx], heads: u32) {
+        let arena = self.pool.arena();
         if heads & flags::NEXT_PRESENT != 0 {
             for &b in idxs {
                 // SAFETY: the caller hands over ownership of the chain.

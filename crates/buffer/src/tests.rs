@@ -785,3 +785,25 @@ fn freeing_an_index_out_of_range_panics() {
     let mut c = p.cache();
     c.free(&[BufIdx(4)]);
 }
+
+/// `free_at` frees a resolved frame through its addresses: every head, and the chain
+/// behind a head that has one (its flags read through the address), none twice.
+#[test]
+fn free_at_frees_heads_and_their_chains_through_the_addresses() {
+    let p = pool(16);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 6];
+    assert_eq!(c.alloc(&mut idx), 6);
+    // Packet 2 (not the first or the last) gets a chain of two behind it.
+    let mut tail = [BufIdx(0); 2];
+    assert_eq!(c.alloc(&mut tail), 2);
+    c.chain_append(idx[2], tail[0]);
+    c.chain_append(idx[2], tail[1]);
+    assert_eq!(p.stats().in_use, 8);
+    let mut addrs = FrameAddrs::<16>::default();
+    p.arena().resolve(&idx, 3, &mut addrs);
+    // SAFETY: `addrs` was just resolved from `idx` in this pool's arena; this test owns
+    // every buffer and hands them over.
+    unsafe { c.free_at(&idx, &addrs) };
+    assert_eq!(p.stats().in_use, 0, "heads and the chain behind packet 2");
+}

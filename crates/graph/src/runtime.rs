@@ -353,6 +353,48 @@ impl<'a> Cx<'a> {
         self.st.push_whole(target, bs);
     }
 
+    /// [`Cx::enqueue_all`] of a frame this node resolved into the frame scratch itself
+    /// (an input node's burst, which the dispatcher does not know as a frame): `stamp` is
+    /// the scratch's [`sluice_buffer::FrameAddrs::stamp`] read right after that resolve.
+    /// The node `next` leads to gets the frame handed on unchanged (its
+    /// [`Cx::resolve_frame`] keeps the addresses without comparing the indices) when its
+    /// queue was empty and no resolve writes the scratch before it runs.
+    ///
+    /// # Safety
+    /// `stamp` is [`Stamp::NONE`] or was read from the frame scratch right after a resolve
+    /// of a frame whose indices are `bs`'s (the same values, in order; the node changed
+    /// none since), as [`Arena::resolve_stamped`] asks of its stamp.
+    #[inline]
+    pub unsafe fn enqueue_all_resolved(&mut self, next: Next, bs: &[BufIdx], stamp: Stamp) {
+        if bs.is_empty() {
+            return;
+        }
+        let target = self.target(next);
+        self.st.push_stamped(target, bs, stamp);
+    }
+
+    /// Frees this node's frame (a node at the end of the path: a tx node that has sent
+    /// it). A frame handed on unchanged ([`Cx::handed_frame`]) is freed through the
+    /// addresses the node before resolved ([`BufferCache::free_at`]: no bound check
+    /// pass, the heads' flags read through them); any other as [`Cx::free`].
+    #[inline]
+    pub fn free_frame(&mut self, frame: &[BufIdx]) {
+        match self.handed_frame(frame) {
+            Some((_, handed, s)) => {
+                // SAFETY: `handed_frame` gives the scratch only when it holds the
+                // addresses of `handed` (the frame, cut to `FRAME_SIZE`) in this thread's
+                // arena, the pool of `bufs`; the node owns its frame and hands it over.
+                unsafe { self.st.bufs.free_at(handed, &s.addrs) };
+                self.put_frame_scratch(s);
+                let rest = &frame[handed.len()..];
+                if !rest.is_empty() {
+                    self.st.bufs.free(rest);
+                }
+            }
+            None => self.st.bufs.free(frame),
+        }
+    }
+
     /// Sends `bufs[i]` along arc `nexts[i]`. Fast path when every packet takes the same arc
     /// (one copy of the whole vector); otherwise runs of equal arcs are copied together.
     #[inline]
@@ -668,6 +710,9 @@ impl ThreadState {
     /// unchanged ([`Handed`]).
     #[inline(always)]
     fn push_whole(&mut self, target: NodeIndex, bs: &[BufIdx]) {
+        // The test after the push, in this order: written as `push_stamped` of the stamp
+        // (`is_frame` first), interface-output's four-packet loop lost 0.3 instructions a
+        // packet to the code around it (callgrind, session 18).
         self.push(target, bs);
         let h = &mut self.hand;
         if !h.frame_stamp.is_none()
@@ -676,6 +721,18 @@ impl ThreadState {
         {
             h.to = target.0;
             h.to_stamp = h.frame_stamp;
+        }
+    }
+
+    /// [`ThreadState::push`] of a frame whose addresses carry `stamp` (`NONE`: none known):
+    /// if `target`'s queue was empty, `target` gets it handed on unchanged ([`Handed`]).
+    /// The caller vouches for `stamp` as [`Arena::resolve_stamped`] asks.
+    #[inline(always)]
+    fn push_stamped(&mut self, target: NodeIndex, bs: &[BufIdx], stamp: Stamp) {
+        self.push(target, bs);
+        if !stamp.is_none() && self.queues[target.0 as usize].len() == bs.len() {
+            self.hand.to = target.0;
+            self.hand.to_stamp = stamp;
         }
     }
 }

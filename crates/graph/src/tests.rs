@@ -805,17 +805,22 @@ impl NodeFn for ResolveAndFree {
 /// address `Cx::resolve_frame` gave was its own buffer's (header and first data byte).
 type HandLog = Arc<Mutex<Vec<(bool, bool)>>>;
 
+/// Whether `frame` came handed on unchanged (`Cx::handed_frame`; the scratch given back).
+fn came_handed(cx: &mut Cx, frame: &[BufIdx]) -> bool {
+    match cx.handed_frame(frame) {
+        Some((_, _, s)) => {
+            cx.put_frame_scratch(s);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Looks at its frame's addresses (see [`HandLog`]), then frees it.
 struct CheckAddrs(HandLog);
 impl NodeFn for CheckAddrs {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let handed = match cx.handed_frame(frame) {
-            Some((_, _, s)) => {
-                cx.put_frame_scratch(s);
-                true
-            }
-            None => false,
-        };
+        let handed = came_handed(cx, frame);
         let (arena, frame, s) = cx.resolve_frame(frame);
         let pool = cx.pool_ref();
         let mut right = true;
@@ -922,4 +927,139 @@ fn a_frame_handed_on_then_joined_by_more_is_resolved_again() {
     }
     assert_eq!(*log.lock().unwrap(), [(false, true); 2]);
     assert_eq!(vm.pool.stats().in_use, 0);
+}
+
+/// An input node's burst: `bursts` frames of `n` packets a poll, each resolved into the
+/// frame scratch and sent to arc 0 with `Cx::enqueue_all_resolved` (the stamp read after
+/// the resolve; with `stamped` false, `Stamp::NONE`).
+struct ResolvedBursts {
+    n: usize,
+    bursts: usize,
+    stamped: bool,
+    left: usize,
+}
+impl NodeFn for ResolvedBursts {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        if self.left == 0 {
+            return 0;
+        }
+        self.left -= 1;
+        for _ in 0..self.bursts {
+            let mut v = [BufIdx(0); FRAME_SIZE];
+            assert_eq!(cx.bufs().alloc(&mut v[..self.n]), self.n);
+            let arena = cx.arena();
+            let mut s = cx.take_frame_scratch();
+            arena.resolve(&v[..self.n], crate::SCRATCH_AHEAD, &mut s.addrs);
+            let stamp = if self.stamped {
+                s.addrs.stamp()
+            } else {
+                sluice_buffer::Stamp::NONE
+            };
+            cx.put_frame_scratch(s);
+            // SAFETY: the stamp was read right after resolving v[..n], unchanged since.
+            unsafe { cx.enqueue_all_resolved(Next(0), &v[..self.n], stamp) };
+        }
+        self.n * self.bursts
+    }
+    fn active(&self) -> bool {
+        self.left > 0
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Runs one poll of a `ResolvedBursts` input into a `CheckAddrs` node: what it logged.
+fn resolved_bursts(n: usize, bursts: usize, stamped: bool) -> Vec<(bool, bool)> {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    let log = HandLog::default();
+    let l = log.clone();
+    b.register(
+        NodeRegistration::new("src", NodeKind::Input, move |_| {
+            Box::new(ResolvedBursts {
+                n,
+                bursts,
+                stamped,
+                left: 1,
+            })
+        })
+        .nexts(&["b"]),
+    );
+    b.register(NodeRegistration::new("b", NodeKind::Internal, move |_| {
+        Box::new(CheckAddrs(l.clone()))
+    }));
+    let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    vm.run_main_once();
+    assert_eq!(vm.pool.stats().in_use, 0);
+    let got = log.lock().unwrap().clone();
+    got
+}
+
+/// An input node's burst resolved by the node and sent with its stamp arrives handed on
+/// (the next node keeps the addresses without comparing the frame); without the stamp, or
+/// with a second burst joining it in the queue, it is resolved again, its addresses right.
+#[test]
+fn an_input_burst_sent_with_its_stamp_arrives_handed_on() {
+    for n in [1, 7, 256] {
+        assert_eq!(resolved_bursts(n, 1, true), [(true, true)], "{n}");
+        assert_eq!(resolved_bursts(n, 1, false), [(false, true)], "{n}");
+    }
+    // Two bursts of 100 in one queue: one frame of 200, not the second burst's handed.
+    assert_eq!(resolved_bursts(100, 2, true), [(false, true)]);
+}
+
+/// Takes its frame as the end of the path: logs whether it came handed on, then
+/// `Cx::free_frame`.
+struct FreeFrame(Arc<Mutex<Vec<bool>>>);
+impl NodeFn for FreeFrame {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let handed = came_handed(cx, frame);
+        self.0.lock().unwrap().push(handed);
+        cx.free_frame(frame);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// `Cx::free_frame` of a frame handed on (through the resolved addresses) and of one that
+/// was not: every buffer back in the pool, the chains behind heads too.
+#[test]
+fn free_frame_frees_a_handed_frame_and_its_chains() {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    b.register(
+        NodeRegistration::new("a", NodeKind::Internal, |_| Box::new(ResolveAndPass)).nexts(&["t"]),
+    );
+    b.register(NodeRegistration::new("t", NodeKind::Internal, move |_| {
+        Box::new(FreeFrame(l.clone()))
+    }));
+    let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    let (a, t) = (
+        vm.registry.find("a").unwrap(),
+        vm.registry.find("t").unwrap(),
+    );
+    for n in [1, 9, 256] {
+        let f = make_packets(&mut vm, &vec![1u8; n]);
+        // The middle packet carries a chain of two.
+        let tail = make_packets(&mut vm, &[2, 3]);
+        vm.main.bufs().chain_append(f[n / 2], tail[0]);
+        vm.main.bufs().chain_append(f[n / 2], tail[1]);
+        vm.main.inject(a, &f);
+        vm.main.drain();
+        assert_eq!(vm.pool.stats().in_use, 0, "{n} handed");
+        let f = make_packets(&mut vm, &vec![1u8; n]);
+        let tail = make_packets(&mut vm, &[2]);
+        vm.main.bufs().chain_append(f[0], tail[0]);
+        vm.main.inject(t, &f);
+        vm.main.drain();
+        assert_eq!(vm.pool.stats().in_use, 0, "{n} not handed");
+    }
+    assert_eq!(
+        *log.lock().unwrap(),
+        [true, false, true, false, true, false]
+    );
 }

@@ -7,7 +7,9 @@
 //!   buffers (batch), writes the packets, and sends them to the stream's node (an arc added
 //!   with `add_next` when the stream is created) or, for `worker N` streams, through the
 //!   handoff queue to that worker. A pcap stream's burst is resolved into the thread's frame
-//!   scratch (`Arena::resolve`): the node it goes to finds its addresses there.
+//!   scratch (`Arena::resolve`) and handed on with its stamp (`Cx::enqueue_all_resolved`):
+//!   the node it goes to keeps its addresses there without comparing the indices (a burst
+//!   that lost a packet is not handed, only found there by the compare).
 //!   - sets: `rx_if` = the stream's pg interface, `tx_if` = the stream's tx interface
 //!     (`tx-interface <if>` or `node <if>-output`) when it has one, else 0; the rest of the
 //!     header as a fresh buffer's; starts traces.
@@ -23,7 +25,8 @@
 //!     interface's `rx packets` counts only the packets sent on.
 //!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
 //! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
-//!   interface's capture file when one is set (`packet-generator capture`), then frees them.
+//!   interface's capture file when one is set (`packet-generator capture`), then frees them
+//!   (`Cx::free_frame`: a frame handed on by `interface-output` through its addresses).
 //!   - uses: `tx_if`. next: none. counters: `captured`, `capture_error`.
 
 pub mod build;
@@ -34,7 +37,7 @@ use crate::error::{VnetError, VnetResult};
 use crate::interface::{counter, IfCounters, Interfaces};
 use crate::pg::stream::{Pacer, Source, StreamDef};
 use crate::SwIfIndex;
-use sluice_buffer::{copy_small, BufIdx, Buffer, BufferHeader, COPY_SMALL_MAX};
+use sluice_buffer::{copy_small, BufIdx, Buffer, BufferHeader, Stamp, COPY_SMALL_MAX};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::pcap::{point, PcapSink};
 use sluice_graph::{
@@ -240,6 +243,10 @@ impl PgInput {
         // What goes out: idx[..out] (the stream's count advances by `got` all the same: a
         // dropped packet's place in the pcap is passed).
         let mut out = got;
+        // The stamp of the burst's addresses when it was resolved into the frame scratch
+        // and idx[..out] is still that frame: ethernet-input then gets it handed on
+        // (`Cx::enqueue_all_resolved`: no compare of the indices there).
+        let mut stamp = Stamp::NONE;
         // One loop per source kind (no per-packet match), tracing in a pass of its own.
         match &s.source {
             Source::Synth(syn) => {
@@ -264,6 +271,7 @@ impl PgInput {
                 let addrs = &mut sc.addrs;
                 arena.resolve(&idx[..got], SCRATCH_AHEAD, addrs);
                 let addrs = &*addrs;
+                stamp = addrs.stamp();
                 // Packets dropped for want of buffers for their tail are marked `GONE`
                 // and left out after the loop.
                 const GONE: BufIdx = BufIdx(u32::MAX);
@@ -299,6 +307,8 @@ impl PgInput {
                 }
                 cx.put_frame_scratch(sc);
                 if dropped {
+                    // idx no longer holds the indices resolved: not handed on.
+                    stamp = Stamp::NONE;
                     // Compacted in place (order kept): a write index behind the read one.
                     let mut w = 0;
                     for r in 0..got {
@@ -338,7 +348,9 @@ impl PgInput {
         s.counters.add(t, counter::RX_BYTES, bytes);
         cx.pcap_capture(point::RX, &idx[..out], false);
         match s.handoff_to {
-            None => cx.enqueue_all(s.next, &idx[..out]),
+            // SAFETY: `stamp` is NONE or was read right after the resolve of idx[..got],
+            // and then nothing dropped (out == got) or changed idx.
+            None => unsafe { cx.enqueue_all_resolved(s.next, &idx[..out], stamp) },
             Some(to) => {
                 let n = cx.shared().handoff_enqueue(t, to, &idx[..out], s.node);
                 if n < out {
@@ -449,7 +461,9 @@ impl NodeFn for PgTx {
             cx.count(TxCounter::Captured, ok);
             cx.count(TxCounter::CaptureError, err);
         }
-        cx.free(frame);
+        // A frame handed on by interface-output (the usual one) is freed through the
+        // addresses resolved before it.
+        cx.free_frame(frame);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self

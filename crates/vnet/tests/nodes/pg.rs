@@ -134,6 +134,78 @@ fn pg_tx_captures_up_to_the_count_and_frees_everything() {
     t.assert_no_leaks();
 }
 
+/// A frame from `interface-output` with a chained packet reaches pg-tx with `packet-generator
+/// capture` on: the packets are written (the chained one as its whole chain) and the frame
+/// is freed with the chain's tail: nothing leaks. (Injected, the frame is not one
+/// interface-output got handed, so pg-tx takes `free_frame`'s plain path here.)
+#[test]
+fn a_frame_with_a_chain_from_interface_output_is_captured_and_freed_by_pg_tx() {
+    let mut t = NodeTest::new("pg-tx");
+    t.cli(
+        "create packet-generator interface pg0
+         set interface state pg0 up",
+    );
+    let pg0 = t.sw_if("pg0");
+    let path = std::env::temp_dir().join(format!("sluice-pgio-handed-{}.pcap", std::process::id()));
+    t.cli(&format!(
+        "packet-generator capture pg0 pcap {} count 10",
+        path.display()
+    ));
+    let f = udp4("10.0.0.2", "10.0.0.1");
+    let (head_part, tail_part) = f.split_at(20);
+    let single = t.packet(&f, |h| h.tx_if = pg0);
+    let head = t.packet(head_part, |h| h.tx_if = pg0);
+    let tail = t.packet(tail_part, |_| {});
+    t.h.vm.main.bufs().chain_append(head, tail);
+    let last = t.packet(&f, |h| h.tx_if = pg0);
+    t.inject_at("interface-output", &[single, head, last]);
+    let written = read_pcap(&path);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(
+        written.unwrap_or_else(|e| panic!("pcap: {e}")),
+        [f.clone(), f.clone(), f]
+    );
+    t.assert_counters(&[("captured", 3)]);
+    t.assert_no_leaks();
+}
+
+/// A frame handed on whole (ip4-rewrite → interface-output → pg-tx) with a chained
+/// packet, capture on: pg-tx frees it through the addresses resolved upstream
+/// (`Cx::free_frame`'s handed path, `free_at`), the chain's tail too: nothing leaks.
+#[test]
+fn a_handed_frame_with_a_chain_is_captured_and_freed_by_pg_tx() {
+    let mut t = NodeTest::new("pg-tx");
+    t.cli(&format!(
+        "create packet-generator interface pg0
+         set interface state pg0 up
+         set interface ip address pg0 10.0.0.1/24
+         ip neighbor pg0 10.0.0.2 {PEER_MAC} static"
+    ));
+    let pg0 = t.sw_if("pg0");
+    let path = std::env::temp_dir().join(format!("sluice-pgio-hand-{}.pcap", std::process::id()));
+    t.cli(&format!(
+        "packet-generator capture pg0 pcap {} count 10",
+        path.display()
+    ));
+    let f = udp4_l3("10.0.0.9", "10.0.0.2");
+    let (head_part, tail_part) = f.split_at(20);
+    let single = t.packet(&f, |h| h.rx_if = pg0);
+    let head = t.packet(head_part, |h| h.rx_if = pg0);
+    let tail = t.packet(tail_part, |_| {});
+    t.h.vm.main.bufs().chain_append(head, tail);
+    let last = t.packet(&f, |h| h.rx_if = pg0);
+    t.inject_at("ip4-lookup", &[single, head, last]);
+    let written = read_pcap(&path);
+    let _ = std::fs::remove_file(&path);
+    let written = written.unwrap_or_else(|e| panic!("pcap: {e}"));
+    assert_eq!(written.len(), 3, "every packet captured");
+    for w in &written {
+        assert_eq!(w.len(), 14 + f.len(), "Ethernet header and the whole chain");
+    }
+    t.assert_counters(&[("captured", 3)]);
+    t.assert_no_leaks();
+}
+
 #[test]
 fn a_stream_of_an_empty_pcap_is_refused() {
     let mut t = NodeTest::new("pg-input");
