@@ -23,24 +23,24 @@
 //! ICMP errors and DHCP replies (UDP port 68). Packets to other addresses pass unchanged.
 //! Same metadata and next arcs as in2out.
 //!
-//! Frame processing (both nodes), two passes. (1) One loop over the frame, pipelined over
-//! its candidates: a TCP/UDP/echo packet this thread owns (or that was handed here; out2in:
-//! addressed to an external address) is a candidate; as candidate `c` is parsed and its flow
-//! digest computed (in a table of more than [`PREFETCH_BUCKETS_FROM`] sessions its bucket
-//! prefetched), candidate `c −` [`PROBE_BEHIND`] is looked up (`Table::probe`, the writer's
-//! lookup, no version check; a smaller table, which is in cache, looks a candidate up as it
-//! is parsed) and its flow's hot record prefetched — one cache line: key, rewrite, checksum
-//! deltas, LRU stamp, counters — and [`HIT_BEHIND`] candidates after its lookup a candidate
-//! is hit: confirmed by its flow's key words and translated at once from the hot record
-//! alone (`Table::hit_hot`); the flow's first packet of a second, a TCP SYN/FIN/RST or a key
-//! that is not the flow's takes the session (`Table::hit_session`: full tuple, expiry, TCP
-//! state, LRU). The frame's last candidates are looked up and hit after the loop. No session
-//! is freed or created in this pass, so every hit is live; (2) in frame order, the packets
-//! pass 1 did not translate: a miss taken before a session was created and an expired
-//! session are looked up again; every other packet takes the per-packet path above with its
-//! parse reused, and a candidate's without a second lookup (session creation, ICMP errors,
-//! pass-through, handoff). Each packet's next arc is written at its frame position, and the
-//! frame is enqueued as it came unless a packet was handed off.
+//! Frame processing (both nodes), three passes: (1) parse every packet; a TCP/UDP/echo
+//! packet this thread owns (or that was handed here; out2in: addressed to an external
+//! address) is a candidate and its flow digest is computed (in a table of more than
+//! [`PREFETCH_BUCKETS_FROM`] sessions its bucket prefetched, in a smaller one, which is in
+//! cache, it is looked up at once: `Table::probe`, the writer's lookup, no version check);
+//! (2) a large table's candidates are looked up together (`Table::probe_many`, their
+//! buckets prefetched in pass 1); the flow's hot
+//! record — one cache line: key, rewrite, checksum deltas, LRU stamp, counters — of the hit
+//! [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop), each hit
+//! confirmed by its flow's key words and translated at once from the hot record alone
+//! (`Table::hit_hot`); the flow's first packet of a second, a TCP SYN/FIN/RST or a key that
+//! is not the flow's takes the session (`Table::hit_session`: full tuple, expiry, TCP
+//! state, LRU). No session is freed before pass 3, so every hit of pass 2 is live; (3) in frame
+//! order, the packets pass 2 did not translate: a miss taken before a session was created
+//! and an expired session are looked up again; every other packet takes the per-packet
+//! path above with its parse reused, and a candidate's without a second lookup (session
+//! creation, ICMP errors, pass-through, handoff). Each packet's next arc is written at its
+//! frame position, and the frame is enqueued as it came unless a packet was handed off.
 //! The thread's table lock is taken once per frame.
 //!
 //! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff`
@@ -121,15 +121,9 @@ const PORT_ATTEMPTS: usize = 32;
 /// Expired sessions each frame frees at most (the `nat44-ed-walk` process does the rest).
 const FRAME_EXPIRE: usize = 8;
 
-/// How many candidates after its lookup (which prefetches it) a hit's flow record is read
-/// (8: at 100k sessions it measured best of 4, 8, 12 and 16 for the session record,
-/// docs/nat.md).
-const HIT_BEHIND: usize = 8;
-
-/// How many candidates after its parse (which prefetches its bucket) a candidate of a table
-/// past [`PREFETCH_BUCKETS_FROM`] sessions is looked up (8: as [`HIT_BEHIND`], not measured
-/// apart).
-const PROBE_BEHIND: usize = 8;
+/// How many candidates ahead the lookup pass prefetches a hit's flow record (8: at 100k
+/// sessions it measured best of 4, 8, 12 and 16 for the session record, docs/nat.md).
+const SESSION_AHEAD: usize = 8;
 
 /// Live sessions from which pass 1 prefetches each candidate's table bucket. An estimate,
 /// not measured (only 1k sessions, where it costs, and 100k, where it gains, were): about
@@ -150,8 +144,8 @@ pub struct NatNode {
     /// first `nc` of the frame).
     cands: Box<[Cand; FRAME_SIZE]>,
     /// Per frame: their table digests (a table past [`PREFETCH_BUCKETS_FROM`] sessions: its
-    /// lookups wait [`PROBE_BEHIND`] candidates) and what the table holds for each
-    /// ([`MISS`]: none; [`EXPIRED`] once pass 1 found the session expired).
+    /// lookups wait for pass 2) and what the table holds for each ([`MISS`]: none;
+    /// [`EXPIRED`] once pass 2 found the session expired).
     digests: Box<[u64; FRAME_SIZE]>,
     vals: Box<[u64; FRAME_SIZE]>,
     /// Per frame, per packet: its index in `cands`, or [`NO_CAND`].
@@ -161,16 +155,13 @@ pub struct NatNode {
 /// `cand_of` of a packet that takes the per-packet path.
 const NO_CAND: u16 = u16::MAX;
 
-/// `vals` of a candidate whose session pass 1 found expired (the per-packet lookup frees
+/// `cand_of` of a candidate the lookup pass translated.
+const DONE: u16 = u16::MAX - 1;
+
+/// `vals` of a candidate whose session pass 2 found expired (the per-packet lookup frees
 /// it; no flow's table value, nor [`MISS`]).
 const EXPIRED: u64 = MISS - 1;
 const _: () = assert!(EXPIRED > MAX_VALUE, "EXPIRED must be no flow's table value");
-
-/// `vals` of a candidate pass 1 translated (marked there rather than in `cand_of`, which
-/// pass 1 writes in frame order as it parses; no flow's table value, [`MISS`] or
-/// [`EXPIRED`]).
-const DONE: u64 = MISS - 2;
-const _: () = assert!(DONE > MAX_VALUE, "DONE must be no flow's table value");
 
 /// `nexts` of a packet handed to another thread (no next arc has this index).
 const HANDED: u16 = u16::MAX;
@@ -759,18 +750,70 @@ impl NodeFn for NatNode {
         let timeouts = cfg.timeouts;
         w.table.expire(now, &timeouts, FRAME_EXPIRE);
         let side = if *out { Side::Out } else { Side::In };
-        // Pass 1, one loop over the frame, software-pipelined over its candidates (a
-        // TCP/UDP/echo packet this thread owns, out2in: addressed to an external address):
-        // as candidate `c` is parsed (its digest computed; a large table's bucket
-        // prefetched), candidate `c − PROBE_BEHIND` is looked up (its flow record
-        // prefetched; a small table's candidate is looked up as it is parsed) and the
-        // candidate `HIT_BEHIND` before that one hit and translated, so that each miss
-        // overlaps the later candidates' work and the packet's lines are still in L1 when it
-        // is translated. Nothing here frees or creates a session, so every hit stays valid
-        // to the end; misses and expired sessions wait for pass 2.
+        // Pass 1: parse; a TCP/UDP/echo packet this thread owns (and, out2in, addressed to
+        // an external address) is a candidate for the batched session lookup.
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
         let mut nc = 0;
         let far = w.table.len() > PREFETCH_BUCKETS_FROM;
+        for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
+            // Past the frame's end the addresses repeat the last packet's.
+            addrs.prefetch(i + 2, true);
+            // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
+            // view lives for this iteration only.
+            let b = unsafe { arena.buffer_at(addrs, i, bi) };
+            let mut c = NO_CAND;
+            if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
+                // The flow key first: the ownership test below takes the tuple back from
+                // it only when another thread may own the flow (a tuple passed by
+                // reference from here was kept on the stack for every packet). The key is
+                // built for every parsed packet, also those another thread owns (handed
+                // off) and out2in ones to a non-external address (passed through): a few
+                // instructions spent on those paths, for the saving on the candidates'.
+                let fib = if *out { 0 } else { b.hdr.ip.fib_index };
+                let k = Key::new(side, &t, fib);
+                let (owner, ours) = if *out {
+                    let t = k.tuple();
+                    (
+                        local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
+                        cfg.is_external(t.dst),
+                    )
+                } else {
+                    (
+                        local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
+                        true,
+                    )
+                };
+                if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
+                    // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                    // panics rather than losing the packet's candidacy silently).
+                    let d = w.table.key_digest(k);
+                    // A table larger than the caches: its bucket prefetched, so that pass
+                    // 2's probe finds it in cache (the rest of the frame's parse overlaps
+                    // the miss). A smaller one is in cache: looked up here, at once.
+                    if far {
+                        w.table.prefetch_bucket(d);
+                        digests[nc] = d;
+                    } else {
+                        vals[nc] = w.table.probe(d);
+                    }
+                    cands[nc] = Cand {
+                        k,
+                        // The IHL's bytes: at most 60.
+                        l4: l4 as u8,
+                        kind,
+                        pos: i as u16,
+                    };
+                    c = nc as u16;
+                    nc += 1;
+                }
+            }
+            *co = c;
+        }
+        // Pass 2: (large table) the candidates' lookups, buckets prefetched in pass 1 (a
+        // small table's candidates were looked up there); each hit confirmed by its
+        // session's full tuple, checked for expiry and translated at once (its next written
+        // at its frame position). Nothing in this pass frees a session, so every hit stays
+        // valid until the last; misses and expired sessions wait for pass 3.
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -781,206 +824,104 @@ impl NodeFn for NatNode {
             now,
             trace: None,
         };
+        let cands = &cands[..nc];
+        let vals = &mut vals[..nc];
+        if far {
+            pc.table.probe_many(&digests[..nc], vals);
+        }
         let mut translated = 0;
         // The feature next arc, read again only when the rx interface changes.
         let mut arc = ArcRun::new(*slot);
         arc.begin_frame(features, NatNext::Lookup.next());
-        // Candidate `$k`'s lookup in a large table (its bucket prefetched when it was parsed)
-        // and the prefetch of its hit's flow record (one line; a miss's `MISS` prefetches the
-        // line before the records: harmless, no branch).
-        macro_rules! probe {
-            ($k:expr) => {{
-                let k: usize = $k;
-                let v = pc.table.probe(digests[k]);
-                vals[k] = v;
-                pc.table.prefetch(v);
-            }};
+        // The first `SESSION_AHEAD` hits' flow records before the loop (the loop prefetches
+        // the one `SESSION_AHEAD` on). Not distinguishable in the 100k clocks from not
+        // priming them; kept as it is at most 8 prefetches a frame, and without it the
+        // node measured 12 instructions a packet more at 1k (codegen, docs/nat.md).
+        // (A miss's `MISS` prefetches the line before the records: harmless, no branch.)
+        for &v in vals.iter().take(SESSION_AHEAD) {
+            pc.table.prefetch(v);
         }
-        // Candidate `$k`'s hit, confirmed by its flow's key words and translated at once
-        // (its next written at its frame position). The flow's hot record (one line) answers
-        // an established flow's packet; the session is read only for its first packet of a
-        // second, a TCP SYN/FIN/RST or a key that is not the flow's.
-        macro_rules! hit {
-            ($k:expr) => {{
-                let k: usize = $k;
-                let c = &cands[k];
-                let v = vals[k];
-                'hit: {
-                    if v == MISS {
-                        break 'hit;
-                    }
-                    let pos = c.pos as usize;
-                    let bi = frame[pos];
-                    // SAFETY: exclusive ownership of `bi`, resolved into `addrs`; the parse's
-                    // view of the frame's current packet ended before this one is made.
-                    let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
-                    let len = b.len();
-                    let flags = flags_of(c.kind);
-                    let l4 = c.l4 as usize;
-                    // A traced packet's record (`rw`: its new tuple).
-                    let trace = |cx: &mut Cx, b: &Buffer<'_>, rw: Tuple| {
-                        if b.hdr.is_traced() {
-                            cx.trace(
-                                b,
-                                NatTrace {
-                                    out: v & 1 == 1,
-                                    session: Some((v >> 1) as u32),
-                                    from: c.k.tuple(),
-                                    to: rw,
-                                    handoff: None,
-                                },
-                            );
-                        }
-                    };
-                    // Each hit is translated in its own branch: the hot record's rewrite goes
-                    // from its loads to the packet in registers (a merge of the two hits'
-                    // results before one translation spilled it to the stack, docs/nat.md).
-                    match pc.table.hit_hot(c.k, v, now, len, flags) {
-                        Some((rw, deltas)) => {
-                            packet::translate_lazy(
-                                b.data_mut(),
-                                l4,
-                                c.kind,
-                                || c.k.tuple(),
-                                rw,
-                                deltas,
-                            );
-                            trace(cx, &b, rw);
-                        }
-                        None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
-                            Hit::Live { rw, deltas, .. } => {
-                                packet::translate_out_of_line(
-                                    b.data_mut(),
-                                    l4,
-                                    c.kind,
-                                    c.k.tuple(),
-                                    rw,
-                                    deltas,
-                                );
-                                trace(cx, &b, rw);
-                            }
-                            Hit::Expired => {
-                                vals[k] = EXPIRED;
-                                break 'hit;
-                            }
-                            Hit::Miss => break 'hit,
+        for (k, c) in cands.iter().enumerate() {
+            // The flow record of the hit `SESSION_AHEAD` on, so that its miss (a table larger
+            // than the caches) overlaps this one's work.
+            if let Some(&a) = vals.get(k + SESSION_AHEAD) {
+                pc.table.prefetch(a);
+            }
+            let v = vals[k];
+            if v == MISS {
+                continue;
+            }
+            let pos = c.pos as usize;
+            let bi = frame[pos];
+            // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
+            let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
+            let len = b.len();
+            // The flow's hot record (one line) answers an established flow's packet; the
+            // session is read only for its first packet of a second, a TCP SYN/FIN/RST or
+            // a key that is not the flow's.
+            let flags = flags_of(c.kind);
+            let l4 = c.l4 as usize;
+            // A traced packet's record (`rw`: its new tuple).
+            let trace = |cx: &mut Cx, b: &Buffer<'_>, rw: Tuple| {
+                if b.hdr.is_traced() {
+                    cx.trace(
+                        b,
+                        NatTrace {
+                            out: v & 1 == 1,
+                            session: Some((v >> 1) as u32),
+                            from: c.k.tuple(),
+                            to: rw,
+                            handoff: None,
                         },
-                    }
-                    b.hdr.handoff_thread = 0;
-                    let nx = arc.next(features, b.hdr.rx_if, NatNext::Lookup.next());
-                    debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
-                    nexts[pos] = nx.0;
-                    vals[k] = DONE;
-                    translated += 1;
+                    );
                 }
-            }};
+            };
+            // Each hit is translated in its own branch: the hot record's rewrite goes from
+            // its loads to the packet in registers (a merge of the two hits' results before
+            // one translation spilled it to the stack and back, docs/nat.md).
+            match pc.table.hit_hot(c.k, v, now, len, flags) {
+                Some((rw, deltas)) => {
+                    packet::translate_lazy(b.data_mut(), l4, c.kind, || c.k.tuple(), rw, deltas);
+                    trace(cx, &b, rw);
+                }
+                None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
+                    Hit::Live { rw, deltas, .. } => {
+                        packet::translate_out_of_line(
+                            b.data_mut(),
+                            l4,
+                            c.kind,
+                            c.k.tuple(),
+                            rw,
+                            deltas,
+                        );
+                        trace(cx, &b, rw);
+                    }
+                    Hit::Expired => {
+                        vals[k] = EXPIRED;
+                        continue;
+                    }
+                    Hit::Miss => continue,
+                },
+            }
+            b.hdr.handoff_thread = 0;
+            let nx = arc.next(features, b.hdr.rx_if, NatNext::Lookup.next());
+            debug_assert!(nx.0 != HANDED, "a next arc with the handed-off marker");
+            nexts[pos] = nx.0;
+            cand_of[pos] = DONE;
+            translated += 1;
         }
-        // The loop for each table size (`$far`: past `PREFETCH_BUCKETS_FROM` sessions;
-        // `$lag`: how many candidates a hit trails its parse), so that neither is tested
-        // per packet. `probe!`, `hit!` and `pass1!` use this function's locals by name
-        // (`pc`, `cands`, `digests`, `vals`, `nexts`, `nc`, `arc`, `translated`, ...).
-        macro_rules! pass1 {
-            ($far:expr, $lag:expr) => {{
-                for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
-                    // Past the frame's end the addresses repeat the last packet's.
-                    addrs.prefetch(i + 2, true);
-                    let mut c = NO_CAND;
-                    {
-                        // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as
-                        // above); the view ends with this block, before the pipeline's hit
-                        // makes another.
-                        let b = unsafe { arena.buffer_at(addrs, i, bi) };
-                        if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                            // The flow key first: the ownership test below takes the tuple
-                            // back from it only when another thread may own the flow (a tuple
-                            // passed by reference from here was kept on the stack for every
-                            // packet). The key is built for every parsed packet, also those
-                            // another thread owns (handed off) and out2in ones to a
-                            // non-external address (passed through): a few instructions spent
-                            // on those paths, for the saving on the candidates'.
-                            let fib = if *out { 0 } else { b.hdr.ip.fib_index };
-                            let k = Key::new(side, &t, fib);
-                            let (owner, ours) = if *out {
-                                let t = k.tuple();
-                                (
-                                    local
-                                        || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
-                                    cfg.is_external(t.dst),
-                                )
-                            } else {
-                                (
-                                    local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
-                                    true,
-                                )
-                            };
-                            if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                                // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken
-                                // invariant panics rather than losing the packet's candidacy
-                                // silently).
-                                let d = pc.table.key_digest(k);
-                                // A table larger than the caches: its bucket prefetched, looked
-                                // up `PROBE_BEHIND` candidates on. A smaller one is in cache:
-                                // looked up here, at once.
-                                if $far {
-                                    pc.table.prefetch_bucket(d);
-                                    digests[nc] = d;
-                                } else {
-                                    let v = pc.table.probe(d);
-                                    vals[nc] = v;
-                                    pc.table.prefetch(v);
-                                }
-                                cands[nc] = Cand {
-                                    k,
-                                    // The IHL's bytes: at most 60.
-                                    l4: l4 as u8,
-                                    kind,
-                                    pos: i as u16,
-                                };
-                                c = nc as u16;
-                                nc += 1;
-                            }
-                        }
-                    }
-                    *co = c;
-                    if c != NO_CAND {
-                        if $far && nc > PROBE_BEHIND {
-                            probe!(nc - 1 - PROBE_BEHIND);
-                        }
-                        if nc > $lag {
-                            hit!(nc - 1 - $lag);
-                        }
-                    }
-                }
-                // The pipeline's tail: the last candidates' lookups and hits.
-                if $far {
-                    for k in nc.saturating_sub(PROBE_BEHIND)..nc {
-                        probe!(k);
-                    }
-                }
-                for k in nc.saturating_sub($lag)..nc {
-                    hit!(k);
-                }
-            }};
-        }
-        if far {
-            pass1!(true, PROBE_BEHIND + HIT_BEHIND);
-        } else {
-            pass1!(false, HIT_BEHIND);
-        }
-        let cands = &cands[..nc];
-        let vals = &mut vals[..nc];
         cx.count(NatCounter::Translated, translated);
         let creations = pc.table.creations();
-        // Pass 2, in frame order: what pass 1 did not translate takes the per-packet path
+        // Pass 3, in frame order: what pass 2 did not translate takes the per-packet path
         // (session creation, ICMP errors, pass-through, handoff). A miss found before a
         // session was created and an expired session are looked up again here; a
         // candidate's per-packet path then knows it has no session and does not look it up.
         let mut handed = false;
-        // (Nothing left when pass 1 translated the whole frame.)
+        // (Nothing left when pass 2 translated the whole frame.)
         let rest = if translated < n as u64 { frame } else { &[] };
         for (i, &bi) in rest.iter().enumerate() {
             let k = cand_of[i];
-            if vals.get(k as usize) == Some(&DONE) {
+            if k == DONE {
                 continue;
             }
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.

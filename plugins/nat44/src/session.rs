@@ -424,7 +424,7 @@ pub struct Table {
     digest_mask: u64,
 }
 
-/// [`Table::probe`]'s value for a digest the table does not hold (no flow's value:
+/// [`Table::probe_many`]'s value for a digest the table does not hold (no flow's value:
 /// those are a session index × 2 + the flow, below 2^33).
 pub const MISS: u64 = u64::MAX;
 
@@ -553,13 +553,13 @@ impl Table {
         self.sessions.get_mut(i)
     }
 
-    /// The table key of a flow key (its keyed digest), for [`Table::probe`].
+    /// The table key of a flow key (its keyed digest), for [`Table::probe_many`].
     #[inline(always)]
     pub fn digest(&self, side: Side, t: &Tuple, fib: u32) -> u64 {
         self.key_digest(Key::new(side, t, fib))
     }
 
-    /// The table key of a flow key (its keyed digest), for [`Table::probe`].
+    /// The table key of a flow key (its keyed digest), for [`Table::probe_many`].
     #[inline(always)]
     pub fn key_digest(&self, k: Key) -> u64 {
         let d = self.hasher.hash(k.0[0], k.0[1]);
@@ -568,24 +568,33 @@ impl Table {
         d
     }
 
-    /// The table's value for `digest` ([`MISS`] where the table has none), looked up as the
-    /// table's writer does (only this thread, holding its lock, reads or writes the table).
-    /// Nothing is prefetched here: a table larger than the caches had the bucket prefetched
-    /// by [`Table::prefetch_bucket`] a few packets before; a smaller one is in cache. A value
-    /// is only a candidate: [`Table::hit_hot`] or [`Table::confirm_live`] checks it.
+    /// The table's values for many digests at once (`out[i]` for `digests[i]`, [`MISS`]
+    /// where the table has none), looked up as their table's writer does
+    /// (only this thread, holding its lock, reads or writes the table). Nothing is prefetched here: a table larger than the
+    /// caches had its buckets prefetched by [`Table::prefetch_bucket`] in the pass before; a
+    /// smaller one is in cache. A value is only a candidate: [`Table::hit_hot`] or
+    /// [`Table::confirm_live`] checks it.
+    #[inline]
+    pub fn probe_many(&self, digests: &[u64], out: &mut [u64]) {
+        for (o, &d) in out.iter_mut().zip(digests) {
+            *o = self.probe(d);
+        }
+    }
+
+    /// [`Table::probe_many`] of one digest.
     #[inline(always)]
     pub fn probe(&self, digest: u64) -> u64 {
         self.keys.get(digest).map_or(MISS, u64::from)
     }
 
     /// Hints the CPU to fetch the table bucket of `digest` (a [`Table::digest`]) ahead of
-    /// its [`Table::probe`].
+    /// its [`Table::probe_many`].
     #[inline(always)]
     pub fn prefetch_bucket(&self, digest: u64) {
         self.keys.prefetch(digest);
     }
 
-    /// Hints the CPU to fetch the hot record of table value `v` (a [`Table::probe`]
+    /// Hints the CPU to fetch the hot record of table value `v` (a [`Table::probe_many`]
     /// result, [`MISS`] included) ahead of its [`Table::hit_hot`]: the one line an
     /// established flow's packet reads (no bound check: a prefetch never faults).
     #[inline(always)]
