@@ -218,11 +218,7 @@ pub(crate) fn rewrite_frame<S: PacketNode, const N: usize, const W: usize>(
     hop: impl Fn(&mut [u8]) -> bool + Copy,
 ) {
     let mut adj = FastAdj::<N>::NONE;
-    // The frame's recent adjacencies, by index modulo 4 (`FastAdj::load_recent`): traffic
-    // alternating between a few next hops reloads from here, not from the table. Set up
-    // only at the frame's second adjacency: a frame of one adjacency never touches them.
-    let mut recent: Option<[FastAdj<N>; 4]> = None;
-    let fast = move |b: &mut Buffer<'_>| adj.rewrite_any::<W>(table, &mut recent, b, hop);
+    let fast = move |b: &mut Buffer<'_>| adj.rewrite_any::<W>(table, b, hop);
     fast_frame(cx, frame, slow, out_any, output, fast);
 }
 
@@ -264,57 +260,26 @@ impl<const N: usize> FastAdj<N> {
         }
     }
 
-    /// Loads adjacency `index` into `self`: out of line, so that the fast-path loop keeps its
-    /// registers. The frame's first load (`self` is [`FastAdj::NONE`]) reads `table`
-    /// directly, as a frame of one adjacency always did; a later one sets up `recent` (the
-    /// frame's adjacencies seen so far, one slot by `index % 4`, the current one put in
-    /// its slot) and reads the table only when `index`'s slot holds another index. The
-    /// slot is copied into `self` once. Packets alternating between up to four adjacencies
-    /// of consecutive indices (ECMP, a few next hops) pay the slot's compare and copy,
-    /// not the table's read and the conversion (`sluice-bench ip4 --only "2 next hops"`).
-    /// The slots are direct-mapped: two adjacencies whose indices are equal modulo 4
-    /// evict each other and alternating between them reads the table every packet (the
-    /// bench's next hops have consecutive indices, its best case).
+    /// Reads adjacency `index` from `table`: out of line, so that the fast-path loop keeps
+    /// its registers.
     #[cold]
     #[inline(never)]
-    fn load_recent(&mut self, table: &AdjTable, recent: &mut Option<[Self; 4]>, index: u32) {
-        if self.index == u32::MAX {
-            *self = Self::new(index, &table.get(index));
-        } else {
-            self.load_slot(table, recent, index);
-        }
-    }
-
-    /// [`FastAdj::load_recent`] after the frame's first load: a function of its own, so
-    /// that the first load keeps its short prologue.
-    #[cold]
-    #[inline(never)]
-    fn load_slot(&mut self, table: &AdjTable, recent: &mut Option<[Self; 4]>, index: u32) {
-        let slots = recent.get_or_insert_with(|| {
-            let mut s = [Self::NONE; 4];
-            s[(self.index % 4) as usize] = *self;
-            s
-        });
-        let slot = &mut slots[(index % 4) as usize];
-        if slot.index != index {
-            *slot = Self::new(index, &table.get(index));
-        }
-        *self = *slot;
+    fn load(table: &AdjTable, index: u32) -> Self {
+        Self::new(index, &table.get(index))
     }
 
     /// `fast_frame`'s fast path of a rewrite node: reloads the adjacency when the packet's
-    /// differs ([`FastAdj::load_recent`]), then [`FastAdj::rewrite`].
+    /// differs, then [`FastAdj::rewrite`].
     #[inline(always)]
     pub fn rewrite_any<const W: usize>(
         &mut self,
         table: &AdjTable,
-        recent: &mut Option<[Self; 4]>,
         b: &mut Buffer<'_>,
         hop: impl FnOnce(&mut [u8]) -> bool,
     ) -> bool {
         let ai = b.hdr.ip.adj_index;
         if ai != self.index {
-            self.load_recent(table, recent, ai);
+            *self = Self::load(table, ai);
         }
         self.rewrite::<W>(b, hop)
     }
@@ -1657,43 +1622,9 @@ impl<C: IpControl> NodeFn for NeighborProcess<C> {
 
 #[cfg(test)]
 mod tests {
-    use super::{nth_prefix, FastAdj};
-    use sluice_fib::adj::{Adj, AdjKind, Adjacencies};
+    use super::nth_prefix;
     use sluice_fib::ip4::Ip4Lpm;
     use sluice_fib::ip6::Ip6Lpm;
-
-    /// `FastAdj::load_recent` gives each index its own adjacency, whatever the frame saw
-    /// before: six adjacencies (two pairs sharing a slot, `i` and `i + 4`) in an order that
-    /// returns to each, every one the table's (its interface and MAC), the slots reloaded
-    /// when another index took them.
-    #[test]
-    fn recent_adjacencies_are_each_their_own() {
-        let mut adjs = Adjacencies::new();
-        let idx: Vec<u32> = (0..6u8)
-            .map(|k| {
-                let mut rewrite = [0u8; 14];
-                rewrite[5] = k + 10;
-                let a = Adj {
-                    kind: AdjKind::Rewrite,
-                    tx_if: 100 + k as u32,
-                    mtu: 1500,
-                    rewrite,
-                    nh: k as u32,
-                };
-                adjs.find_or_add((AdjKind::Rewrite, 1, k as u32), || a)
-                    .unwrap()
-            })
-            .collect();
-        let table = adjs.table();
-        let mut f = FastAdj::<20>::NONE;
-        let mut recent = None;
-        for &k in &[0usize, 1, 4, 0, 5, 1, 2, 3, 4, 4, 0, 2, 5, 3, 1] {
-            f.load_recent(table, &mut recent, idx[k]);
-            assert_eq!(f.index, idx[k]);
-            assert_eq!(f.tx_if, 100 + k as u32, "adjacency {k}");
-            assert_eq!(f.eth[2 + 5], k as u8 + 10, "adjacency {k}'s MAC");
-        }
-    }
 
     #[test]
     fn consecutive_prefixes_stop_at_the_end_of_the_address_space() {
