@@ -755,59 +755,71 @@ impl NodeFn for NatNode {
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
         let mut nc = 0;
         let far = w.table.len() > PREFETCH_BUCKETS_FROM;
-        for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
-            // Past the frame's end the addresses repeat the last packet's.
-            addrs.prefetch(i + 2, true);
-            // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
-            // view lives for this iteration only.
-            let b = unsafe { arena.buffer_at(addrs, i, bi) };
-            let mut c = NO_CAND;
-            if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                // The flow key first: the ownership test below takes the tuple back from
-                // it only when another thread may own the flow (a tuple passed by
-                // reference from here was kept on the stack for every packet). The key is
-                // built for every parsed packet, also those another thread owns (handed
-                // off) and out2in ones to a non-external address (passed through): a few
-                // instructions spent on those paths, for the saving on the candidates'.
-                let fib = if *out { 0 } else { b.hdr.ip.fib_index };
-                let k = Key::new(side, &t, fib);
-                let (owner, ours) = if *out {
-                    let t = k.tuple();
-                    (
-                        local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
-                        cfg.is_external(t.dst),
-                    )
-                } else {
-                    (
-                        local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
-                        true,
-                    )
-                };
-                if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                    // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                    // panics rather than losing the packet's candidacy silently).
-                    let d = w.table.key_digest(k);
-                    // A table larger than the caches: its bucket prefetched, so that pass
-                    // 2's probe finds it in cache (the rest of the frame's parse overlaps
-                    // the miss). A smaller one is in cache: looked up here, at once.
-                    if far {
-                        w.table.prefetch_bucket(d);
-                        digests[nc] = d;
-                    } else {
-                        vals[nc] = w.table.probe(d);
+        // The loop once per direction and table size (`$out`, `$far` constants): tested
+        // once a frame, not twice or three times a packet (docs/nat.md, "Session 19").
+        macro_rules! pass1 {
+            ($out:literal, $far:literal) => {
+                for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
+                    // Past the frame's end the addresses repeat the last packet's.
+                    addrs.prefetch(i + 2, true);
+                    // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
+                    // view lives for this iteration only.
+                    let b = unsafe { arena.buffer_at(addrs, i, bi) };
+                    let mut c = NO_CAND;
+                    if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
+                        // The flow key first: the ownership test below takes the tuple back from
+                        // it only when another thread may own the flow (a tuple passed by
+                        // reference from here was kept on the stack for every packet). The key is
+                        // built for every parsed packet, also those another thread owns (handed
+                        // off) and out2in ones to a non-external address (passed through): a few
+                        // instructions spent on those paths, for the saving on the candidates'.
+                        let fib = if $out { 0 } else { b.hdr.ip.fib_index };
+                        let k = Key::new(if $out { Side::Out } else { Side::In }, &t, fib);
+                        let (owner, ours) = if $out {
+                            let t = k.tuple();
+                            (
+                                local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
+                                cfg.is_external(t.dst),
+                            )
+                        } else {
+                            (
+                                local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
+                                true,
+                            )
+                        };
+                        if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
+                            // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                            // panics rather than losing the packet's candidacy silently).
+                            let d = w.table.key_digest(k);
+                            // A table larger than the caches: its bucket prefetched, so that pass
+                            // 2's probe finds it in cache (the rest of the frame's parse overlaps
+                            // the miss). A smaller one is in cache: looked up here, at once.
+                            if $far {
+                                w.table.prefetch_bucket(d);
+                                digests[nc] = d;
+                            } else {
+                                vals[nc] = w.table.probe(d);
+                            }
+                            cands[nc] = Cand {
+                                k,
+                                // The IHL's bytes: at most 60.
+                                l4: l4 as u8,
+                                kind,
+                                pos: i as u16,
+                            };
+                            c = nc as u16;
+                            nc += 1;
+                        }
                     }
-                    cands[nc] = Cand {
-                        k,
-                        // The IHL's bytes: at most 60.
-                        l4: l4 as u8,
-                        kind,
-                        pos: i as u16,
-                    };
-                    c = nc as u16;
-                    nc += 1;
+                    *co = c;
                 }
-            }
-            *co = c;
+            };
+        }
+        match (*out, far) {
+            (false, false) => pass1!(false, false),
+            (false, true) => pass1!(false, true),
+            (true, false) => pass1!(true, false),
+            (true, true) => pass1!(true, true),
         }
         // Pass 2: (large table) the candidates' lookups, buckets prefetched in pass 1 (a
         // small table's candidates were looked up there); each hit confirmed by its
