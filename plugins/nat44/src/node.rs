@@ -891,10 +891,19 @@ impl NodeFn for NatNode {
             // Each hit is translated in its own branch: the hot record's rewrite goes from
             // its loads to the packet in registers (a merge of the two hits' results before
             // one translation spilled it to the stack and back, docs/nat.md).
-            match pc.table.hit_hot(c.k, v, now, len, flags) {
-                Some((rw, deltas)) => {
-                    packet::translate_lazy(b.data_mut(), l4, c.kind, || c.k.tuple(), rw, deltas);
-                    trace(cx, &b, rw);
+            match pc.table.hit_flow(c.k, v, now, len, flags) {
+                Some(h) => {
+                    packet::translate_lazy(
+                        b.data_mut(),
+                        l4,
+                        c.kind,
+                        || c.k.tuple(),
+                        || h.rw(),
+                        h.deltas(),
+                    );
+                    if b.hdr.is_traced() {
+                        trace(cx, &b, h.rw());
+                    }
                 }
                 None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
                     Hit::Live { rw, deltas, .. } => {

@@ -437,6 +437,24 @@ pub const MAX_SESSIONS: usize = 1 << 30;
 pub const MAX_VALUE: u64 = (MAX_SESSIONS as u64) << 1 | 1;
 const _: () = assert!(MISS > MAX_VALUE, "MISS must be no flow's table value");
 
+/// A flow record [`Table::hit_flow`] matched (and counted the packet in): its rewrite and
+/// checksum deltas, read from the record when asked.
+pub struct FlowHit<'a>(&'a Hot);
+
+impl FlowHit<'_> {
+    /// The rewritten tuple (its protocol the flow key's).
+    #[inline(always)]
+    pub fn rw(&self) -> Tuple {
+        self.0.rw((self.0.kw[1] >> 24) as u8)
+    }
+
+    /// The checksum deltas of the rewrite.
+    #[inline(always)]
+    pub fn deltas(&self) -> Deltas {
+        self.0.deltas
+    }
+}
+
 /// A flow key (side, tuple, FIB) as the two words the table digests and a hit compares:
 /// the addresses; the ports, protocol, side (bit 23) and FIB index (23 bits: every FIB
 /// index fits them, `routes::MAX_FIBS`). The packet parse builds it once per candidate.
@@ -728,6 +746,23 @@ impl Table {
         bytes: usize,
         tcp_flags: u8,
     ) -> Option<(Tuple, Deltas)> {
+        self.hit_flow(k, v, now, bytes, tcp_flags)
+            .map(|h| (h.rw(), h.deltas()))
+    }
+
+    /// [`Table::hit_hot`] answering with the flow's record itself (the node's pass 2): its
+    /// rewrite is read from the record where the translation writes it, not copied out
+    /// first (an `Option` of the rewrite and deltas was built, tested and its tuple spilled
+    /// to the stack for every packet, docs/nat.md "Session 19").
+    #[inline(always)]
+    pub fn hit_flow(
+        &mut self,
+        k: Key,
+        v: u64,
+        now: f64,
+        bytes: usize,
+        tcp_flags: u8,
+    ) -> Option<FlowHit<'_>> {
         let h = self.hot.get_mut(v as usize)?;
         let [a, b] = k.0;
         let ctl = tcp_flags & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST);
@@ -736,7 +771,7 @@ impl Table {
             return None;
         }
         h.count(now, bytes);
-        Some((h.rw((b >> 24) as u8), h.deltas))
+        Some(FlowHit(h))
     }
 
     /// The batched path's hit through the session (when [`Table::hit_hot`] declined):
