@@ -472,12 +472,14 @@ fn translate_l4<const CO: usize>(
     dl: Deltas,
 ) {
     // The IPv4 header and the L4 header up to its checksum as fixed-size arrays (parse
-    // checked both lengths): one bounds check each, none per field.
-    let (hdr, rest) = d.split_at_mut(l4.min(d.len()));
-    let Some(ip) = hdr.first_chunk_mut::<20>() else {
+    // checked both lengths): one length check for both, one for the IHL, none per field.
+    let Some((hdr, l)) = d
+        .get_mut(..l4.saturating_add(CO + 2))
+        .and_then(|p| p.split_at_mut_checked(l4))
+    else {
         return;
     };
-    let Some(l) = rest.get_mut(..CO + 2) else {
+    let Some(ip) = hdr.first_chunk_mut::<20>() else {
         return;
     };
     // One delta per checksum, summed when the flow was made (RFC 1624 eqn. 3 over all the
