@@ -33,7 +33,7 @@
 //! record — one cache line: key, rewrite, checksum deltas, LRU stamp, counters — of the hit
 //! [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop), each hit
 //! confirmed by its flow's key words and translated at once from the hot record alone
-//! (`Table::hit_hot`); the flow's first packet of a second, a TCP SYN/FIN/RST or a key that
+//! (`Table::hit_flow`); the flow's first packet of a second, a TCP SYN/FIN/RST or a key that
 //! is not the flow's takes the session (`Table::hit_session`: full tuple, expiry, TCP
 //! state, LRU). No session is freed before pass 3, so every hit of pass 2 is live; (3) in frame
 //! order, the packets pass 2 did not translate: a miss taken before a session was created
@@ -293,7 +293,7 @@ impl Pc<'_> {
     }
 
     /// Translates a TCP/UDP/echo packet with flow `which` of session `i` and counts it (the
-    /// per-packet path; the lookup pass's hits take [`Table::hit_hot`] or
+    /// per-packet path; the lookup pass's hits take [`Table::hit_flow`] or
     /// [`Table::hit_session`] instead). Its trace record and next arc are the lookup pass's,
     /// written out there too: a helper shared by both, returning the next arc and the
     /// record, cost the lookup pass 8.5 instructions per packet as compiled (callgrind, 1k

@@ -729,12 +729,12 @@ mod tests {
 
     proptest::proptest! {
         /// A session's hot path (its flow's rewrite and deltas, summed when the session was
-        /// made, read from the flow's hot record by `Table::hit_hot`) gives, byte for byte,
+        /// made, read from the flow's hot record by `Table::hit_flow`) gives, byte for byte,
         /// the packet built from scratch with the translated tuple, and so does the session
         /// path (`Table::hit_session`): both directions, TCP, UDP (with and without
         /// checksum) and ICMP echo, random tuples, an address rewrite or a ports-only one
         /// (the pool address the source's), FIB 0 or another. A flow's first packet of a
-        /// second must be declined by `hit_hot` and the next one in that second taken by it.
+        /// second must be declined by `hit_flow` and the next one in that second taken by it.
         #[test]
         fn hot_path_translation_is_the_packet_built_from_scratch(
             kind in 0u8..5,
@@ -783,7 +783,7 @@ mod tests {
                     let now = second as f64 + 0.25 * n as f64;
                     let (found, _, _) = tb.lookup_live(side, &old, kfib, now, &to).expect("found");
                     let v = (found as u64) << 1 | which as u64;
-                    let hot = tb.hit_hot(key, v, now, d.len(), flags_of(k));
+                    let hot = tb.hit_flow(key, v, now, d.len(), flags_of(k)).map(|h| (h.rw(), h.deltas()));
                     let (rw, deltas) = if n == 0 {
                         proptest::prop_assert!(hot.is_none(), "a new second takes the session");
                         let Hit::Live { i: hi, rw, deltas, .. } =
