@@ -107,6 +107,20 @@ class TestNat44(NatTest):
         self.assert_counters({c(O2I, TRANSLATED): 1})
         assert "total pkts 2" in self.sessions_text()
 
+    def test_trace_records_the_translation(self):
+        """The trace of an established flow's packets (the lookup pass's hits, from the
+        flow's record) names the session and the tuple it was translated to, as the trace
+        of the packet that created it does."""
+        self.send_and_expect(self.pg0, [self.in_udp(sport=4000)], self.pg1)
+        self.vpp.cli("clear trace")
+        self.send_and_expect(self.pg0, [self.in_udp(sport=4000)] * 3, self.pg1)
+        out = self.vpp.cli("show trace max 100")
+        want = (rf"NAT44_IN2OUT_ED: session \d+: UDP {re.escape(self.pg0.remote_ip4)}:4000 "
+                rf"-> {re.escape(REMOTE)}:53 translated to UDP {re.escape(POOL)}:4000 "
+                rf"-> {re.escape(REMOTE)}:53")
+        assert len(re.findall(want, out)) == 3, out
+        self.assert_counters({c(I2O, TRANSLATED): 4, c(I2O, CREATED): 1})
+
     def test_new_flows_within_one_frame(self):
         """Packets of new flows interleaved with an established one in one frame: each new
         flow gets one session whatever its position (a packet the frame's batched lookup

@@ -33,7 +33,7 @@
 //! record — one cache line: key, rewrite, checksum deltas, LRU stamp, counters — of the hit
 //! [`SESSION_AHEAD`] candidates on prefetched, the first ones before the loop), each hit
 //! confirmed by its flow's key words and translated at once from the hot record alone
-//! (`Table::hit_hot`); the flow's first packet of a second, a TCP SYN/FIN/RST or a key that
+//! (`Table::hit_flow`); the flow's first packet of a second, a TCP SYN/FIN/RST or a key that
 //! is not the flow's takes the session (`Table::hit_session`: full tuple, expiry, TCP
 //! state, LRU). No session is freed before pass 3, so every hit of pass 2 is live; (3) in frame
 //! order, the packets pass 2 did not translate: a miss taken before a session was created
@@ -293,7 +293,7 @@ impl Pc<'_> {
     }
 
     /// Translates a TCP/UDP/echo packet with flow `which` of session `i` and counts it (the
-    /// per-packet path; the lookup pass's hits take [`Table::hit_hot`] or
+    /// per-packet path; the lookup pass's hits take [`Table::hit_flow`] or
     /// [`Table::hit_session`] instead). Its trace record and next arc are the lookup pass's,
     /// written out there too: a helper shared by both, returning the next arc and the
     /// record, cost the lookup pass 8.5 instructions per packet as compiled (callgrind, 1k
@@ -755,59 +755,71 @@ impl NodeFn for NatNode {
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
         let mut nc = 0;
         let far = w.table.len() > PREFETCH_BUCKETS_FROM;
-        for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
-            // Past the frame's end the addresses repeat the last packet's.
-            addrs.prefetch(i + 2, true);
-            // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
-            // view lives for this iteration only.
-            let b = unsafe { arena.buffer_at(addrs, i, bi) };
-            let mut c = NO_CAND;
-            if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                // The flow key first: the ownership test below takes the tuple back from
-                // it only when another thread may own the flow (a tuple passed by
-                // reference from here was kept on the stack for every packet). The key is
-                // built for every parsed packet, also those another thread owns (handed
-                // off) and out2in ones to a non-external address (passed through): a few
-                // instructions spent on those paths, for the saving on the candidates'.
-                let fib = if *out { 0 } else { b.hdr.ip.fib_index };
-                let k = Key::new(side, &t, fib);
-                let (owner, ours) = if *out {
-                    let t = k.tuple();
-                    (
-                        local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
-                        cfg.is_external(t.dst),
-                    )
-                } else {
-                    (
-                        local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
-                        true,
-                    )
-                };
-                if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                    // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                    // panics rather than losing the packet's candidacy silently).
-                    let d = w.table.key_digest(k);
-                    // A table larger than the caches: its bucket prefetched, so that pass
-                    // 2's probe finds it in cache (the rest of the frame's parse overlaps
-                    // the miss). A smaller one is in cache: looked up here, at once.
-                    if far {
-                        w.table.prefetch_bucket(d);
-                        digests[nc] = d;
-                    } else {
-                        vals[nc] = w.table.probe(d);
+        // The loop once per direction and table size (`$out`, `$far` constants): tested
+        // once a frame, not twice or three times a packet (docs/nat.md, "Session 19").
+        macro_rules! pass1 {
+            ($out:literal, $far:literal) => {
+                for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
+                    // Past the frame's end the addresses repeat the last packet's.
+                    addrs.prefetch(i + 2, true);
+                    // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
+                    // view lives for this iteration only.
+                    let b = unsafe { arena.buffer_at(addrs, i, bi) };
+                    let mut c = NO_CAND;
+                    if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
+                        // The flow key first: the ownership test below takes the tuple back from
+                        // it only when another thread may own the flow (a tuple passed by
+                        // reference from here was kept on the stack for every packet). The key is
+                        // built for every parsed packet, also those another thread owns (handed
+                        // off) and out2in ones to a non-external address (passed through): a few
+                        // instructions spent on those paths, for the saving on the candidates'.
+                        let fib = if $out { 0 } else { b.hdr.ip.fib_index };
+                        let k = Key::new(if $out { Side::Out } else { Side::In }, &t, fib);
+                        let (owner, ours) = if $out {
+                            let t = k.tuple();
+                            (
+                                local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
+                                cfg.is_external(t.dst),
+                            )
+                        } else {
+                            (
+                                local || cfg.threads[cfg.slot_in2out(&k.tuple(), fib)] == me,
+                                true,
+                            )
+                        };
+                        if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
+                            // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                            // panics rather than losing the packet's candidacy silently).
+                            let d = w.table.key_digest(k);
+                            // A table larger than the caches: its bucket prefetched, so that pass
+                            // 2's probe finds it in cache (the rest of the frame's parse overlaps
+                            // the miss). A smaller one is in cache: looked up here, at once.
+                            if $far {
+                                w.table.prefetch_bucket(d);
+                                digests[nc] = d;
+                            } else {
+                                vals[nc] = w.table.probe(d);
+                            }
+                            cands[nc] = Cand {
+                                k,
+                                // The IHL's bytes: at most 60.
+                                l4: l4 as u8,
+                                kind,
+                                pos: i as u16,
+                            };
+                            c = nc as u16;
+                            nc += 1;
+                        }
                     }
-                    cands[nc] = Cand {
-                        k,
-                        // The IHL's bytes: at most 60.
-                        l4: l4 as u8,
-                        kind,
-                        pos: i as u16,
-                    };
-                    c = nc as u16;
-                    nc += 1;
+                    *co = c;
                 }
-            }
-            *co = c;
+            };
+        }
+        match (*out, far) {
+            (false, false) => pass1!(false, false),
+            (false, true) => pass1!(false, true),
+            (true, false) => pass1!(true, false),
+            (true, true) => pass1!(true, true),
         }
         // Pass 2: (large table) the candidates' lookups, buckets prefetched in pass 1 (a
         // small table's candidates were looked up there); each hit confirmed by its
@@ -879,10 +891,19 @@ impl NodeFn for NatNode {
             // Each hit is translated in its own branch: the hot record's rewrite goes from
             // its loads to the packet in registers (a merge of the two hits' results before
             // one translation spilled it to the stack and back, docs/nat.md).
-            match pc.table.hit_hot(c.k, v, now, len, flags) {
-                Some((rw, deltas)) => {
-                    packet::translate_lazy(b.data_mut(), l4, c.kind, || c.k.tuple(), rw, deltas);
-                    trace(cx, &b, rw);
+            match pc.table.hit_flow(c.k, v, now, len, flags) {
+                Some(h) => {
+                    packet::translate_lazy(
+                        b.data_mut(),
+                        l4,
+                        c.kind,
+                        || c.k.tuple(),
+                        || h.rw(),
+                        h.deltas(),
+                    );
+                    if b.hdr.is_traced() {
+                        trace(cx, &b, h.rw());
+                    }
                 }
                 None => match pc.table.hit_session(c.k, v, now, &timeouts, len, flags) {
                     Hit::Live { rw, deltas, .. } => {

@@ -424,7 +424,7 @@ fn fold(a: u64) -> u16 {
 /// (`translate_echo`), inlined or not as the compiler chooses.
 #[inline(always)]
 pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple, dl: Deltas) {
-    translate_lazy(d, l4, kind, || old, new, dl)
+    translate_lazy(d, l4, kind, || old, || new, dl)
 }
 
 /// [`translate`] as a call (the lookup pass's rarer hit, through the session: its copy of
@@ -442,46 +442,56 @@ pub fn translate_out_of_line(
 }
 
 /// [`translate`] with the old tuple made only when it is needed (ICMP echo; TCP and UDP
-/// add the deltas alone).
+/// add the deltas alone) and the new one's fields taken where they are written (the node
+/// reads them from the flow's record: kept in registers across the dispatch, they were
+/// spilled to the stack).
 #[inline(always)]
 pub fn translate_lazy(
     d: &mut [u8],
     l4: usize,
     kind: L4,
     old: impl Fn() -> Tuple,
-    new: Tuple,
+    new: impl Fn() -> Tuple,
     dl: Deltas,
 ) {
-    debug_assert_eq!(dl, Deltas::new(old(), new));
+    debug_assert_eq!(dl, Deltas::new(old(), new()));
     match kind {
         L4::Tcp(_) => translate_l4::<16>(d, l4, false, new, dl),
         L4::Udp => translate_l4::<6>(d, l4, true, new, dl),
-        L4::EchoRequest | L4::EchoReply => translate_echo(d, l4, kind, old(), new),
+        L4::EchoRequest | L4::EchoReply => translate_echo(d, l4, kind, old(), new()),
     }
 }
 
 /// The TCP (`CO` 16) or UDP (`CO` 6) rewrite: the L4 checksum at `CO`.
 #[inline(always)]
-fn translate_l4<const CO: usize>(d: &mut [u8], l4: usize, udp: bool, new: Tuple, dl: Deltas) {
+fn translate_l4<const CO: usize>(
+    d: &mut [u8],
+    l4: usize,
+    udp: bool,
+    new: impl Fn() -> Tuple,
+    dl: Deltas,
+) {
     // The IPv4 header and the L4 header up to its checksum as fixed-size arrays (parse
-    // checked both lengths): one bounds check each, none per field.
-    let (hdr, rest) = d.split_at_mut(l4.min(d.len()));
-    let Some(ip) = hdr.first_chunk_mut::<20>() else {
+    // checked both lengths): one length check for both, one for the IHL, none per field.
+    let Some((hdr, l)) = d
+        .get_mut(..l4.saturating_add(CO + 2))
+        .and_then(|p| p.split_at_mut_checked(l4))
+    else {
         return;
     };
-    let Some(l) = rest.get_mut(..CO + 2) else {
+    let Some(ip) = hdr.first_chunk_mut::<20>() else {
         return;
     };
     // One delta per checksum, summed when the flow was made (RFC 1624 eqn. 3 over all the
     // changed words at once: the same sum as applying them one by one).
     if dl.addrs {
-        ip[12..16].copy_from_slice(&new.src.to_be_bytes());
-        ip[16..20].copy_from_slice(&new.dst.to_be_bytes());
+        ip[12..16].copy_from_slice(&new().src.to_be_bytes());
+        ip[16..20].copy_from_slice(&new().dst.to_be_bytes());
         let c = u16::from_be_bytes([ip[10], ip[11]]);
         ip[10..12].copy_from_slice(&apply_delta(c, dl.ip).to_be_bytes());
     }
-    l[0..2].copy_from_slice(&new.sport.to_be_bytes());
-    l[2..4].copy_from_slice(&new.dport.to_be_bytes());
+    l[0..2].copy_from_slice(&new().sport.to_be_bytes());
+    l[2..4].copy_from_slice(&new().dport.to_be_bytes());
     let c0 = u16::from_be_bytes([l[CO], l[CO + 1]]);
     if udp && c0 == 0 {
         // RFC 768: no checksum.
@@ -719,12 +729,12 @@ mod tests {
 
     proptest::proptest! {
         /// A session's hot path (its flow's rewrite and deltas, summed when the session was
-        /// made, read from the flow's hot record by `Table::hit_hot`) gives, byte for byte,
+        /// made, read from the flow's hot record by `Table::hit_flow`) gives, byte for byte,
         /// the packet built from scratch with the translated tuple, and so does the session
         /// path (`Table::hit_session`): both directions, TCP, UDP (with and without
         /// checksum) and ICMP echo, random tuples, an address rewrite or a ports-only one
         /// (the pool address the source's), FIB 0 or another. A flow's first packet of a
-        /// second must be declined by `hit_hot` and the next one in that second taken by it.
+        /// second must be declined by `hit_flow` and the next one in that second taken by it.
         #[test]
         fn hot_path_translation_is_the_packet_built_from_scratch(
             kind in 0u8..5,
@@ -773,7 +783,7 @@ mod tests {
                     let now = second as f64 + 0.25 * n as f64;
                     let (found, _, _) = tb.lookup_live(side, &old, kfib, now, &to).expect("found");
                     let v = (found as u64) << 1 | which as u64;
-                    let hot = tb.hit_hot(key, v, now, d.len(), flags_of(k));
+                    let hot = tb.hit_flow(key, v, now, d.len(), flags_of(k)).map(|h| (h.rw(), h.deltas()));
                     let (rw, deltas) = if n == 0 {
                         proptest::prop_assert!(hot.is_none(), "a new second takes the session");
                         let Hit::Live { i: hi, rw, deltas, .. } =

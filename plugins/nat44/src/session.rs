@@ -135,7 +135,7 @@ pub struct Session {
 const _: () = assert!(std::mem::size_of::<Option<Session>>() == 104);
 
 /// What a packet of one flow reads and writes, in one cache line (the table keeps one per
-/// flow, indexed by the flow's table value, [`Table::hit_hot`]): the flow key's two words
+/// flow, indexed by the flow's table value, [`Table::hit_flow`]): the flow key's two words
 /// ([`Key`]: tuple, side, FIB), the rewrite (its protocol is the key's), the checksum
 /// deltas, the whole second its session last moved in its LRU list for this flow, the last
 /// packet's time and the flow's counters. A free flow's key is [`Hot::FREE`], which no
@@ -437,6 +437,24 @@ pub const MAX_SESSIONS: usize = 1 << 30;
 pub const MAX_VALUE: u64 = (MAX_SESSIONS as u64) << 1 | 1;
 const _: () = assert!(MISS > MAX_VALUE, "MISS must be no flow's table value");
 
+/// A flow record [`Table::hit_flow`] matched (and counted the packet in): its rewrite and
+/// checksum deltas, read from the record when asked.
+pub struct FlowHit<'a>(&'a Hot);
+
+impl FlowHit<'_> {
+    /// The rewritten tuple (its protocol the flow key's).
+    #[inline(always)]
+    pub fn rw(&self) -> Tuple {
+        self.0.rw((self.0.kw[1] >> 24) as u8)
+    }
+
+    /// The checksum deltas of the rewrite.
+    #[inline(always)]
+    pub fn deltas(&self) -> Deltas {
+        self.0.deltas
+    }
+}
+
 /// A flow key (side, tuple, FIB) as the two words the table digests and a hit compares:
 /// the addresses; the ports, protocol, side (bit 23) and FIB index (23 bits: every FIB
 /// index fits them, `routes::MAX_FIBS`). The packet parse builds it once per candidate.
@@ -572,7 +590,7 @@ impl Table {
     /// where the table has none), looked up as their table's writer does
     /// (only this thread, holding its lock, reads or writes the table). Nothing is prefetched here: a table larger than the
     /// caches had its buckets prefetched by [`Table::prefetch_bucket`] in the pass before; a
-    /// smaller one is in cache. A value is only a candidate: [`Table::hit_hot`] or
+    /// smaller one is in cache. A value is only a candidate: [`Table::hit_flow`] or
     /// [`Table::confirm_live`] checks it.
     #[inline]
     pub fn probe_many(&self, digests: &[u64], out: &mut [u64]) {
@@ -595,7 +613,7 @@ impl Table {
     }
 
     /// Hints the CPU to fetch the hot record of table value `v` (a [`Table::probe_many`]
-    /// result, [`MISS`] included) ahead of its [`Table::hit_hot`]: the one line an
+    /// result, [`MISS`] included) ahead of its [`Table::hit_flow`]: the one line an
     /// established flow's packet reads (no bound check: a prefetch never faults).
     #[inline(always)]
     pub fn prefetch(&self, v: u64) {
@@ -662,7 +680,7 @@ impl Table {
     /// second's had a packet less than a second ago: its session is live without the
     /// timeout compare. That shortcut rests on two invariants: a flow's stamp is the whole
     /// second of a packet at or before its `last` (only [`Hot::new`], [`Table::touch`] and
-    /// [`Table::hit_hot`] write either), and every timeout is at least a second ([`Timeouts`],
+    /// [`Table::hit_flow`] write either), and every timeout is at least a second ([`Timeouts`],
     /// checked by `ops::set_timeouts`); a debug build asserts that it agrees with the
     /// compare.
     #[inline(always)]
@@ -689,7 +707,7 @@ impl Table {
         })
     }
 
-    /// The tests' hit: [`Table::hit_hot`], else [`Table::hit_session`], as pass 2 of the
+    /// The tests' hit: [`Table::hit_flow`], else [`Table::hit_session`], as pass 2 of the
     /// node takes them (which calls them apart, so that the common case is its own call
     /// site and no [`Hit`] goes through memory).
     #[cfg(test)]
@@ -702,12 +720,12 @@ impl Table {
         bytes: usize,
         tcp_flags: u8,
     ) -> Hit {
-        match self.hit_hot(k, v, now, bytes, tcp_flags) {
-            Some((rw, deltas)) => Hit::Live {
+        match self.hit_flow(k, v, now, bytes, tcp_flags) {
+            Some(h) => Hit::Live {
                 i: (v >> 1) as u32,
                 which: (v & 1) as u8,
-                rw,
-                deltas,
+                rw: h.rw(),
+                deltas: h.deltas(),
             },
             None => self.hit_session(k, v, now, timeouts, bytes, tcp_flags),
         }
@@ -717,17 +735,20 @@ impl Table {
     /// when its key words equal the packet's `k` (the full match: tuple, side and FIB), its
     /// stamp is this second's (live, and its LRU position moved this second already) and
     /// the packet is no TCP SYN, FIN or RST (which alone change the TCP state and class),
-    /// the packet is recorded (`bytes`, `now`) and the flow's rewrite and checksum deltas
-    /// returned. `None`: anything else, which takes [`Table::hit_session`].
+    /// the packet is recorded (`bytes`, `now`) and the matched record returned, from which
+    /// the rewrite is read where the translation writes it (an `Option` of the rewrite and
+    /// deltas was built, tested and its tuple spilled to the stack for every packet,
+    /// docs/nat.md "Session 19"). `None`: anything else, which takes
+    /// [`Table::hit_session`].
     #[inline(always)]
-    pub fn hit_hot(
+    pub fn hit_flow(
         &mut self,
         k: Key,
         v: u64,
         now: f64,
         bytes: usize,
         tcp_flags: u8,
-    ) -> Option<(Tuple, Deltas)> {
+    ) -> Option<FlowHit<'_>> {
         let h = self.hot.get_mut(v as usize)?;
         let [a, b] = k.0;
         let ctl = tcp_flags & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST);
@@ -736,10 +757,10 @@ impl Table {
             return None;
         }
         h.count(now, bytes);
-        Some((h.rw((b >> 24) as u8), h.deltas))
+        Some(FlowHit(h))
     }
 
-    /// The batched path's hit through the session (when [`Table::hit_hot`] declined):
+    /// The batched path's hit through the session (when [`Table::hit_flow`] declined):
     /// table value `v` checked as [`Table::confirm_live`] checks it (the full tuple
     /// compare, the expiry) and, when it is a live session's flow `k`, the packet recorded
     /// as [`Table::touch`] records it (`bytes`; TCP: its `tcp_flags` applied to the state
