@@ -669,12 +669,36 @@ fn tcp_bytes() -> u64 {
         .unwrap_or(4 << 20)
 }
 
+/// How long a stream in these tests may go without progress before the test fails
+/// naming what stalled (a lost wake-up or a stuck connection otherwise hangs the test).
+const STALL: Duration = Duration::from_secs(30);
+
+/// Gives a kernel socket read and write timeouts of [`STALL`], so a blocking read or
+/// write that makes no progress fails instead of hanging.
+fn stall_limited(c: &std::net::TcpStream) {
+    c.set_read_timeout(Some(STALL)).unwrap();
+    c.set_write_timeout(Some(STALL)).unwrap();
+}
+
+/// Unwraps a kernel socket's result; a timeout (see [`stall_limited`]) fails naming
+/// `what` as stalled.
+fn or_stall<T>(r: std::io::Result<T>, what: &str) -> T {
+    r.unwrap_or_else(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            panic!("{what}: stalled, no progress for {STALL:?}")
+        }
+        _ => panic!("{what}: {e}"),
+    })
+}
+
 /// Reads a whole stream from a Sluice TCP session, checking every byte; returns the count.
+/// Fails if no byte arrives for [`STALL`].
 fn app_read_all(app: &App, s: &sluice_session::Session, seed: u64) -> u64 {
     let mut buf = vec![0u8; 1 << 16];
     let mut want = vec![0u8; 1 << 16];
     let mut got = 0u64;
     let mut drained = false;
+    let mut progress = std::time::Instant::now();
     loop {
         match app.read(s, &mut buf) {
             Ok(0) => return got,
@@ -683,8 +707,13 @@ fn app_read_all(app: &App, s: &sluice_session::Session, seed: u64) -> u64 {
                 assert!(buf[..n] == want[..n], "stream differs near byte {got}");
                 got += n as u64;
                 drained = false;
+                progress = std::time::Instant::now();
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    progress.elapsed() < STALL,
+                    "app_read_all (stream {seed}): stalled after {got} bytes, none for {STALL:?}"
+                );
                 if drained {
                     app.wait(Some(Duration::from_millis(10))).unwrap();
                     drained = false;
@@ -698,17 +727,29 @@ fn app_read_all(app: &App, s: &sluice_session::Session, seed: u64) -> u64 {
     }
 }
 
+/// Writes `total` bytes of stream `seed` to a Sluice TCP session. Fails if the tx FIFO
+/// takes no byte for [`STALL`].
 fn app_write_all(app: &App, s: &sluice_session::Session, seed: u64, total: u64) {
     let mut buf = vec![0u8; 1 << 16];
     let mut sent = 0u64;
+    let mut progress = std::time::Instant::now();
     while sent < total {
         let n = (total - sent).min(buf.len() as u64) as usize;
         fill(seed, sent, &mut buf[..n]);
         let mut off = 0;
         while off < n {
             match app.write(s, &buf[off..n]) {
-                Ok(k) => off += k,
+                Ok(k) => {
+                    off += k;
+                    progress = std::time::Instant::now();
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(
+                        progress.elapsed() < STALL,
+                        "app_write_all (stream {seed}): stalled after {} of {total} bytes, \
+                         the tx FIFO took none for {STALL:?}",
+                        sent + off as u64
+                    );
                     while app.next().is_some() {}
                     app.wait(Some(Duration::from_millis(10))).unwrap();
                 }
@@ -728,11 +769,15 @@ fn kernel_reader(srv: std::net::TcpListener, seed: u64) -> std::thread::JoinHand
 /// Reads `c` to the end, checking every byte against stream `seed`; returns the count.
 fn read_stream(mut c: std::net::TcpStream, seed: u64) -> u64 {
     use std::io::Read;
+    stall_limited(&c);
     let mut buf = vec![0u8; 1 << 16];
     let mut want = vec![0u8; 1 << 16];
     let mut got = 0u64;
     loop {
-        let n = c.read(&mut buf).unwrap();
+        let n = or_stall(
+            c.read(&mut buf),
+            &format!("kernel reader (stream {seed}) after {got} bytes"),
+        );
         if n == 0 {
             return got;
         }
@@ -932,27 +977,34 @@ fn tcp_with_the_kernel_on(
             let p = Peer { name, _slot: None };
             let r = p.run(move || {
                 let mut s = TcpStream::connect(to).unwrap();
+                stall_limited(&s);
                 let mut buf = vec![0u8; 1 << 16];
                 let mut sent = 0u64;
                 while sent < total {
                     let n = (total - sent).min(buf.len() as u64) as usize;
                     fill(1, sent, &mut buf[..n]);
-                    s.write_all(&buf[..n]).unwrap();
+                    let what = format!("kernel client writing after {sent} bytes");
+                    or_stall(s.write_all(&buf[..n]), &what);
                     sent += n as u64;
                 }
                 s.shutdown(std::net::Shutdown::Write).unwrap();
                 let mut rest = Vec::new();
-                s.read_to_end(&mut rest).unwrap();
+                or_stall(
+                    s.read_to_end(&mut rest),
+                    "kernel client waiting for the end",
+                );
                 rest.len()
             });
             std::mem::forget(p); // the test's guard owns the namespace
             r
         }
     });
+    let t0 = std::time::Instant::now();
     let conn = loop {
         if let Some(sluice_session::Event::Accept(slot)) = app.next() {
             break app.accepted(slot).unwrap();
         }
+        assert!(t0.elapsed() < STALL, "no connection accepted in {STALL:?}");
         app.wait(Some(Duration::from_millis(10))).unwrap();
     };
     assert_eq!(conn.remote.unwrap().ip().to_string(), theirs);
@@ -1141,16 +1193,18 @@ fn tcp_many_connections_spread_over_the_threads() {
                     .map(|(i, s)| {
                         std::thread::spawn(move || {
                             let seed = 100 + i as u64;
+                            stall_limited(&s);
                             let mut w = s.try_clone().unwrap();
                             let writer = std::thread::spawn(move || {
                                 let mut buf = vec![0u8; BYTES as usize];
                                 fill(seed, 0, &mut buf);
-                                w.write_all(&buf).unwrap();
+                                or_stall(w.write_all(&buf), &format!("echo client {seed} writing"));
                                 w.shutdown(std::net::Shutdown::Write).unwrap();
                             });
                             let mut s = s;
                             let mut got = Vec::new();
-                            s.read_to_end(&mut got).unwrap();
+                            let what = format!("echo client {seed} reading");
+                            or_stall(s.read_to_end(&mut got), &what);
                             writer.join().unwrap();
                             let mut want = vec![0u8; BYTES as usize];
                             fill(seed, 0, &mut want);
@@ -1492,12 +1546,16 @@ fn ctl_requests(d: &Daemon) -> (u64, u64) {
 fn read_stream_any(mut c: std::net::TcpStream) -> (u64, bool) {
     use std::io::Read;
     let seed = c.peer_addr().unwrap().port() as u64;
+    stall_limited(&c);
     let mut buf = vec![0u8; 1 << 16];
     let mut want = vec![0u8; 1 << 16];
     let mut got = 0u64;
     let mut ok = true;
     loop {
-        let n = c.read(&mut buf).unwrap();
+        let n = or_stall(
+            c.read(&mut buf),
+            &format!("kernel reader (port {seed}) after {got} bytes"),
+        );
         if n == 0 {
             return (got, ok);
         }
@@ -1554,8 +1612,9 @@ fn kernel_echo(peer: &Peer, at: SocketAddr) -> std::thread::JoinHandle<u64> {
     let l = peer.run(move || std::net::TcpListener::bind(at).unwrap());
     std::thread::spawn(move || {
         let (mut c, _) = l.accept().unwrap();
+        stall_limited(&c);
         let mut r = c.try_clone().unwrap();
-        std::io::copy(&mut r, &mut c).unwrap()
+        or_stall(std::io::copy(&mut r, &mut c), "kernel echo server")
     })
 }
 
@@ -1568,6 +1627,7 @@ fn kernel_client_echo(peer: &Peer, to: SocketAddr, seed: u64, total: u64) -> boo
         let p = Peer { name, _slot: None };
         let r = p.run(move || {
             let s = std::net::TcpStream::connect(to).unwrap();
+            stall_limited(&s);
             let mut w = s.try_clone().unwrap();
             let writer = std::thread::spawn(move || {
                 let mut buf = vec![0u8; 7001];
@@ -1575,14 +1635,15 @@ fn kernel_client_echo(peer: &Peer, to: SocketAddr, seed: u64, total: u64) -> boo
                 while sent < total {
                     let n = (total - sent).min(buf.len() as u64) as usize;
                     fill(seed, sent, &mut buf[..n]);
-                    w.write_all(&buf[..n]).unwrap();
+                    let what = format!("kernel echo client writing after {sent} bytes");
+                    or_stall(w.write_all(&buf[..n]), &what);
                     sent += n as u64;
                 }
                 w.shutdown(std::net::Shutdown::Write).unwrap();
             });
             let mut s = s;
             let mut got = Vec::new();
-            s.read_to_end(&mut got).unwrap();
+            or_stall(s.read_to_end(&mut got), "kernel echo client reading");
             writer.join().unwrap();
             let mut want = vec![0u8; total as usize];
             fill(seed, 0, &mut want);
