@@ -760,10 +760,16 @@ fn app_write_all(app: &App, s: &sluice_session::Session, seed: u64, total: u64) 
     }
 }
 
+/// Accepts one connection on a kernel listener within [`STALL`] (else fails naming the
+/// port).
+fn accept_within(l: &std::net::TcpListener) -> (std::net::TcpStream, SocketAddr) {
+    accept_by(l, STALL)
+}
+
 /// Accepts one connection on `srv` (a kernel socket) on a thread and reads it to the end,
 /// checking every byte against stream `seed`; returns the count.
 fn kernel_reader(srv: std::net::TcpListener, seed: u64) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || read_stream(srv.accept().unwrap().0, seed))
+    std::thread::spawn(move || read_stream(accept_within(&srv).0, seed))
 }
 
 /// Reads `c` to the end, checking every byte against stream `seed`; returns the count.
@@ -1032,7 +1038,7 @@ fn tcp_with_the_kernel_on(
     let srv = peer.run(move || small_rcvbuf_listener(sa(theirs, 5003), 4096));
     let (go, gate) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
-        let (c, _) = srv.accept().unwrap();
+        let (c, _) = accept_within(&srv);
         gate.recv().unwrap();
         read_stream(c, 3)
     });
@@ -1086,10 +1092,12 @@ fn tcp_with_the_kernel_on(
 
     // The application dies with an open connection: the peer gets a RST, all is freed.
     let held = peer.run(move || TcpStream::connect(to).unwrap());
+    let t0 = std::time::Instant::now();
     let acc = loop {
         if let Some(sluice_session::Event::Accept(slot)) = app.next() {
             break app.accepted(slot).unwrap();
         }
+        assert!(t0.elapsed() < STALL, "no connection accepted in {STALL:?}");
         app.wait(Some(Duration::from_millis(10))).unwrap();
     };
     assert!(acc.remote.is_some());
@@ -1222,13 +1230,22 @@ fn tcp_many_connections_spread_over_the_threads() {
         }
     });
     let mut conns = Vec::new();
+    let mut progress = std::time::Instant::now();
     while conns.len() < N {
         match app.next() {
             Some(sluice_session::Event::Accept(slot)) => {
-                conns.push(Some(app.accepted(slot).unwrap()))
+                conns.push(Some(app.accepted(slot).unwrap()));
+                progress = std::time::Instant::now();
             }
             Some(_) => {}
-            None => app.wait(Some(Duration::from_millis(10))).unwrap(),
+            None => {
+                assert!(
+                    progress.elapsed() < STALL,
+                    "{} of {N} connections accepted, none more in {STALL:?}",
+                    conns.len()
+                );
+                app.wait(Some(Duration::from_millis(10))).unwrap()
+            }
         }
     }
     let threads = threads_with_connections(&d);
@@ -1282,7 +1299,7 @@ fn tcp_many_connections_spread_over_the_threads() {
     let readers = std::thread::spawn(move || {
         let th: Vec<_> = (0..N)
             .map(|_| {
-                let (c, from) = srv.accept().unwrap();
+                let (c, from) = accept_within(&srv);
                 std::thread::spawn(move || (from.port(), read_stream_any(c)))
             })
             .collect();
@@ -1447,7 +1464,7 @@ fn tcp_concurrent_connects_are_opened_by_their_owners() {
         // Each connection read to its end (the applications close without writing).
         let mut th = Vec::new();
         for _ in 0..APPS * EACH {
-            let (mut c, _) = srv.accept().unwrap();
+            let (mut c, _) = accept_within(&srv);
             th.push(std::thread::spawn(move || {
                 let mut v = Vec::new();
                 c.read_to_end(&mut v).is_ok() && v.is_empty()
@@ -1611,7 +1628,7 @@ fn app_libs() -> std::path::PathBuf {
 fn kernel_echo(peer: &Peer, at: SocketAddr) -> std::thread::JoinHandle<u64> {
     let l = peer.run(move || std::net::TcpListener::bind(at).unwrap());
     std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
+        let (mut c, _) = accept_within(&l);
         stall_limited(&c);
         let mut r = c.try_clone().unwrap();
         or_stall(std::io::copy(&mut r, &mut c), "kernel echo server")
@@ -2162,7 +2179,7 @@ fn preload_half_close_with_the_kernel() {
     let total = 300_000usize;
     let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5301").unwrap());
     let srv = std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
+        let (mut c, _) = accept_within(&l);
         let mut got = Vec::new();
         c.read_to_end(&mut got).unwrap();
         let reply = format!("got {} {}", got.len(), byte_sum(&got));
@@ -2187,7 +2204,7 @@ fn preload_half_close_with_the_kernel() {
     if sh(&["which", "nc"]).is_ok() {
         let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5303").unwrap());
         let srv = std::thread::spawn(move || {
-            let (mut c, _) = l.accept().unwrap();
+            let (mut c, _) = accept_within(&l);
             let mut got = Vec::new();
             c.read_to_end(&mut got).unwrap();
             c.write_all(format!("got {}", got.len()).as_bytes())
