@@ -1548,7 +1548,8 @@ impl Tcb {
                 len = seg;
                 o.len = seg;
                 o.gso = 0;
-                o.flags = ACK;
+                // PSH only marked the aggregate's end; keep whatever else `hdr` set.
+                o.flags = TcpFlags(o.flags.0 & !PSH.0);
                 if !emit(o) {
                     return sent;
                 }
