@@ -58,8 +58,8 @@
 //!   lengths: its FIFO is emptied; or a TCP tx FIFO shorter than its connection counts on:
 //!   that segment is not built), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info),
 //!   `tcp_tso` (info: TSO aggregates among `tcp_sent`, `tcp-tso on`), `tcp_tso_fallback`
-//!   (an aggregate's chain found no buffers: its first segment went alone, and the rest
-//!   of that call's data as single segments).
+//!   (an aggregate's chain found no buffers: single segments were tried instead, its
+//!   first segment and then the rest of that call's data; they may find none either).
 //!
 //! `tcp4-input` / `tcp6-input` (internal; one generic node per family): TCP segments for
 //! Sluice's addresses, from `ip4-local`/`ip6-local` (protocol 6 is registered while TCP
@@ -217,8 +217,8 @@ sluice_graph::counters! {
         TcpRstSent => info("tcp_rst_sent", "TCP RSTs sent"),
         /// TSO aggregates among the TCP segments sent (`tcp-tso on`).
         TcpTso => info("tcp_tso", "TCP TSO aggregates sent (each one of tcp_sent)"),
-        /// TSO aggregates whose chain found no buffers, sent as one segment instead.
-        TcpTsoFallback => error("tcp_tso_fallback", "TCP TSO aggregate without buffers (one segment sent instead)"),
+        /// TSO aggregates whose chain found no buffers; single segments tried instead.
+        TcpTsoFallback => error("tcp_tso_fallback", "TCP TSO aggregate without buffers (single segments tried instead)"),
     }
 }
 
@@ -1158,8 +1158,8 @@ impl SessionQueue {
                     bytes += o.len as u64;
                     true
                 }
-                // An aggregate without buffers for its chain: `output` sends one
-                // segment instead (a buffer pool too short for 64 KiB must not stall).
+                // An aggregate without buffers for its chain: `output` tries single
+                // segments instead (a short pool need not wait for a chain's worth free).
                 Err(SegError::NoBuffer) if o.gso != 0 => {
                     fallbacks += 1;
                     false

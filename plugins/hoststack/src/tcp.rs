@@ -371,7 +371,9 @@ pub struct TcpStats {
     pub delack_timeouts: u64,
     /// Keepalive probes sent.
     pub keepalive_probes: u64,
-    /// TSO aggregates not built (no buffers for the chain) and sent as single segments.
+    /// TSO aggregates the emitter refused, for any reason; single segments were tried
+    /// instead. The node's `tcp_tso_fallback` counts only those refused for want of
+    /// buffers, so the two can differ (a corrupt tx FIFO refuses the retry too).
     pub tso_fallbacks: u64,
 }
 
@@ -1541,8 +1543,8 @@ impl Tcb {
                 if o.gso == 0 {
                     return sent;
                 }
-                // The aggregate was not built: its first segment alone (a buffer pool
-                // too short for a chain must not stall the connection).
+                // The aggregate was not built: its first segment alone (a short buffer
+                // pool need not wait until a whole chain's worth is free).
                 single = true;
                 self.stats.tso_fallbacks += 1;
                 len = seg;
