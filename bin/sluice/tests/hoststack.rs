@@ -920,7 +920,6 @@ fn tcp6_with_the_kernel_tso_no_offload() {
 /// arrives whole and no buffer is left in use.
 #[test]
 fn tcp_tso_with_a_short_buffer_pool() {
-    use std::net::TcpListener;
     const K: usize = 16;
     let total = tcp_bytes();
     if let Some(why) = skip_reason() {
@@ -936,18 +935,7 @@ fn tcp_tso_with_a_short_buffer_pool() {
         "tcp-tso on",
     );
     let at: SocketAddr = "10.77.0.2:6003".parse().unwrap();
-    let srv = peer.run(move || TcpListener::bind(at).unwrap());
-    let readers = std::thread::spawn(move || {
-        let th: Vec<_> = (0..K)
-            .map(|_| {
-                let (c, from) = accept_within(&srv);
-                std::thread::spawn(move || (from.port(), read_stream_any(c)))
-            })
-            .collect();
-        th.into_iter()
-            .map(|t| t.join().unwrap())
-            .collect::<Vec<_>>()
-    });
+    let readers = kernel_readers_any(&peer, at, K);
     // One application per stream, so that all K send at once.
     let writers: Vec<_> = (0..K)
         .map(|i| {
@@ -963,10 +951,7 @@ fn tcp_tso_with_a_short_buffer_pool() {
     for w in writers {
         w.join().unwrap();
     }
-    for (port, (n, ok)) in readers.join().unwrap() {
-        assert_eq!(n, total, "from port {port}");
-        assert!(ok, "bytes from port {port} differ");
-    }
+    all_streams_whole(readers, total);
     let e = d.ok("show errors verbose");
     assert!(
         counter_in(&e, "session-queue", "TCP TSO aggregates sent") > 0,
@@ -1253,7 +1238,7 @@ fn tcp_with_the_kernel_on(
 #[test]
 fn tcp_many_connections_spread_over_the_threads() {
     use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpStream;
     if let Some(why) = skip_reason() {
         sluice_infra::testing::skip(&why);
         return;
@@ -1376,18 +1361,7 @@ fn tcp_many_connections_spread_over_the_threads() {
     // Sluice → kernel listener: N connections (their ports picked for the thread each is
     // made on), all established at once, then each streams to a checking reader.
     let at: SocketAddr = "10.77.0.2:6001".parse().unwrap();
-    let srv = peer.run(move || TcpListener::bind(at).unwrap());
-    let readers = std::thread::spawn(move || {
-        let th: Vec<_> = (0..N)
-            .map(|_| {
-                let (c, from) = accept_within(&srv);
-                std::thread::spawn(move || (from.port(), read_stream_any(c)))
-            })
-            .collect();
-        th.into_iter()
-            .map(|t| t.join().unwrap())
-            .collect::<Vec<_>>()
-    });
+    let readers = kernel_readers_any(&peer, at, N);
     let out: Vec<_> = (0..N)
         .map(|_| app.tcp_connect(at, Duration::from_secs(5)).unwrap())
         .collect();
@@ -1400,10 +1374,7 @@ fn tcp_many_connections_spread_over_the_threads() {
     for s in out {
         app.close(s).unwrap();
     }
-    for (port, (n, ok)) in readers.join().unwrap() {
-        assert_eq!(n, BYTES, "from port {port}");
-        assert!(ok, "bytes from port {port} differ");
-    }
+    all_streams_whole(readers, BYTES);
     // Segments reached workers for flows another thread owns: handed over.
     let e = d.ok("show errors");
     assert!(
@@ -1637,6 +1608,33 @@ fn ctl_requests(d: &Daemon) -> (u64, u64) {
     let n = |i: usize| w[i].trim_end_matches(',').parse::<u64>().unwrap();
     assert_eq!((w[1], w[8]), ("forwarded", "stale"), "{l}");
     (n(0), n(7))
+}
+
+/// A kernel listener at `at` in the namespace that accepts `n` connections and reads each
+/// on its own thread ([`read_stream_any`]); gives (Sluice's port, (bytes, all matched)).
+fn kernel_readers_any(
+    peer: &Peer,
+    at: SocketAddr,
+    n: usize,
+) -> std::thread::JoinHandle<Vec<(u16, (u64, bool))>> {
+    let srv = peer.run(move || std::net::TcpListener::bind(at).unwrap());
+    std::thread::spawn(move || {
+        let th: Vec<_> = (0..n)
+            .map(|_| {
+                let (c, from) = accept_within(&srv);
+                std::thread::spawn(move || (from.port(), read_stream_any(c)))
+            })
+            .collect();
+        th.into_iter().map(|t| t.join().unwrap()).collect()
+    })
+}
+
+/// Fails unless every stream [`kernel_readers_any`] read was `total` bytes, all matching.
+fn all_streams_whole(readers: std::thread::JoinHandle<Vec<(u16, (u64, bool))>>, total: u64) {
+    for (port, (n, ok)) in readers.join().unwrap() {
+        assert_eq!(n, total, "from port {port}");
+        assert!(ok, "bytes from port {port} differ");
+    }
 }
 
 /// Reads `c` to the end, checking it against the stream seeded with the peer's port
