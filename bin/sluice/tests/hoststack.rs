@@ -69,9 +69,9 @@ impl Drop for Slot {
 
 /// The tags of these tests' namespaces (`Peer::new` refuses any other, so that
 /// [`reap_stale_namespaces`] knows them all).
-const TAGS: [&str; 21] = [
+const TAGS: [&str; 22] = [
     "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu", "mt", "pw", "sc",
-    "cc", "ts", "s6", "tn", "n6",
+    "cc", "ts", "s6", "tn", "n6", "tp",
 ];
 
 /// Removes the namespaces of earlier runs of these tests that were killed before their
@@ -183,6 +183,18 @@ fn sluice_with(
     workers: usize,
     session: &str,
 ) -> (Daemon, String, std::path::PathBuf) {
+    sluice_cfg(peer, tag, workers, "", session)
+}
+
+/// [`sluice_with`] with more start-up sections (`startup`, before the session section; a
+/// `buffers` section there replaces the harness's).
+fn sluice_cfg(
+    peer: &Peer,
+    tag: &str,
+    workers: usize,
+    startup: &str,
+    session: &str,
+) -> (Daemon, String, std::path::PathBuf) {
     let dir = tmpdir(&format!("{tag}-app"));
     let app_sock = dir.join("app.sock").display().to_string();
     let (cpu, queues) = match workers {
@@ -195,7 +207,7 @@ fn sluice_with(
     let d = Daemon::start(
         tag,
         &format!(
-            "{cpu}session {{ enable app-socket {app_sock} event-queue-length 256 {session} }}"
+            "{startup}\n{cpu}session {{ enable app-socket {app_sock} event-queue-length 256 {session} }}"
         ),
     );
     d.ok(&format!("create host-interface name {}{queues}", peer.name));
@@ -669,12 +681,36 @@ fn tcp_bytes() -> u64 {
         .unwrap_or(4 << 20)
 }
 
+/// How long a stream in these tests may go without progress before the test fails
+/// naming what stalled (a lost wake-up or a stuck connection otherwise hangs the test).
+const STALL: Duration = Duration::from_secs(30);
+
+/// Gives a kernel socket read and write timeouts of [`STALL`], so a blocking read or
+/// write that makes no progress fails instead of hanging.
+fn stall_limited(c: &std::net::TcpStream) {
+    c.set_read_timeout(Some(STALL)).unwrap();
+    c.set_write_timeout(Some(STALL)).unwrap();
+}
+
+/// Unwraps a kernel socket's result; a timeout (see [`stall_limited`]) fails naming
+/// `what` as stalled.
+fn or_stall<T>(r: std::io::Result<T>, what: &str) -> T {
+    r.unwrap_or_else(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            panic!("{what}: stalled, no progress for {STALL:?}")
+        }
+        _ => panic!("{what}: {e}"),
+    })
+}
+
 /// Reads a whole stream from a Sluice TCP session, checking every byte; returns the count.
+/// Fails if no byte arrives for [`STALL`].
 fn app_read_all(app: &App, s: &sluice_session::Session, seed: u64) -> u64 {
     let mut buf = vec![0u8; 1 << 16];
     let mut want = vec![0u8; 1 << 16];
     let mut got = 0u64;
     let mut drained = false;
+    let mut progress = std::time::Instant::now();
     loop {
         match app.read(s, &mut buf) {
             Ok(0) => return got,
@@ -683,8 +719,13 @@ fn app_read_all(app: &App, s: &sluice_session::Session, seed: u64) -> u64 {
                 assert!(buf[..n] == want[..n], "stream differs near byte {got}");
                 got += n as u64;
                 drained = false;
+                progress = std::time::Instant::now();
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    progress.elapsed() < STALL,
+                    "app_read_all (stream {seed}): stalled after {got} bytes, none for {STALL:?}"
+                );
                 if drained {
                     app.wait(Some(Duration::from_millis(10))).unwrap();
                     drained = false;
@@ -698,17 +739,29 @@ fn app_read_all(app: &App, s: &sluice_session::Session, seed: u64) -> u64 {
     }
 }
 
+/// Writes `total` bytes of stream `seed` to a Sluice TCP session. Fails if the tx FIFO
+/// takes no byte for [`STALL`].
 fn app_write_all(app: &App, s: &sluice_session::Session, seed: u64, total: u64) {
     let mut buf = vec![0u8; 1 << 16];
     let mut sent = 0u64;
+    let mut progress = std::time::Instant::now();
     while sent < total {
         let n = (total - sent).min(buf.len() as u64) as usize;
         fill(seed, sent, &mut buf[..n]);
         let mut off = 0;
         while off < n {
             match app.write(s, &buf[off..n]) {
-                Ok(k) => off += k,
+                Ok(k) => {
+                    off += k;
+                    progress = std::time::Instant::now();
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(
+                        progress.elapsed() < STALL,
+                        "app_write_all (stream {seed}): stalled after {} of {total} bytes, \
+                         the tx FIFO took none for {STALL:?}",
+                        sent + off as u64
+                    );
                     while app.next().is_some() {}
                     app.wait(Some(Duration::from_millis(10))).unwrap();
                 }
@@ -719,20 +772,30 @@ fn app_write_all(app: &App, s: &sluice_session::Session, seed: u64, total: u64) 
     }
 }
 
+/// Accepts one connection on a kernel listener within [`STALL`] (else fails naming the
+/// port).
+fn accept_within(l: &std::net::TcpListener) -> (std::net::TcpStream, SocketAddr) {
+    accept_by(l, STALL)
+}
+
 /// Accepts one connection on `srv` (a kernel socket) on a thread and reads it to the end,
 /// checking every byte against stream `seed`; returns the count.
 fn kernel_reader(srv: std::net::TcpListener, seed: u64) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || read_stream(srv.accept().unwrap().0, seed))
+    std::thread::spawn(move || read_stream(accept_within(&srv).0, seed))
 }
 
 /// Reads `c` to the end, checking every byte against stream `seed`; returns the count.
 fn read_stream(mut c: std::net::TcpStream, seed: u64) -> u64 {
     use std::io::Read;
+    stall_limited(&c);
     let mut buf = vec![0u8; 1 << 16];
     let mut want = vec![0u8; 1 << 16];
     let mut got = 0u64;
     loop {
-        let n = c.read(&mut buf).unwrap();
+        let n = or_stall(
+            c.read(&mut buf),
+            &format!("kernel reader (stream {seed}) after {got} bytes"),
+        );
         if n == 0 {
             return got;
         }
@@ -851,6 +914,60 @@ fn tcp6_with_the_kernel_tso_no_offload() {
     tcp_with_the_kernel_on(true, "n6", tcp_bytes(), 0, "tcp-tso on", true);
 }
 
+/// TSO with the smallest buffer pool the configuration allows (256 buffers): 16 Sluice
+/// streams to kernel readers at once leave the pool short of a 64 KiB chain now and then;
+/// such an aggregate is tried as single segments (`tcp_tso_fallback`), every stream
+/// arrives whole and no buffer is left in use.
+#[test]
+fn tcp_tso_with_a_short_buffer_pool() {
+    const K: usize = 16;
+    let total = tcp_bytes();
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    let peer = Peer::new("tp");
+    let (d, sock, dir) = sluice_cfg(
+        &peer,
+        "tp",
+        0,
+        "buffers { buffers-per-numa 256 page-size 4k }",
+        "tcp-tso on",
+    );
+    let at: SocketAddr = "10.77.0.2:6003".parse().unwrap();
+    let readers = kernel_readers_any(&peer, at, K);
+    // One application per stream, so that all K send at once.
+    let writers: Vec<_> = (0..K)
+        .map(|i| {
+            let sock = sock.clone();
+            std::thread::spawn(move || {
+                let mut app = App::attach(&sock, &format!("tso-pool-{i}")).unwrap();
+                let s = app.tcp_connect(at, Duration::from_secs(5)).unwrap();
+                app_write_all(&app, &s, s.local.port() as u64, total);
+                app.close(s).unwrap();
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    all_streams_whole(readers, total);
+    let e = d.ok("show errors verbose");
+    assert!(
+        counter_in(&e, "session-queue", "TCP TSO aggregates sent") > 0,
+        "{e}"
+    );
+    assert!(
+        e.contains("TCP TSO aggregate without buffers"),
+        "tcp_tso_fallback not registered: {e}"
+    );
+    // 16 streams of 4 MiB gave 32 to 119 fallbacks a run (debug build, loaded machine):
+    // none means the pool never ran short and the test missed its path.
+    let fallbacks = counter_in(&e, "session-queue", "TCP TSO aggregate without buffers");
+    assert!(fallbacks > 0, "the pool never ran short of a chain: {e}");
+    finish(d, dir);
+}
+
 /// `TcpInCsumErrors` of the namespace the calling thread is in (IPv4 and IPv6 share it).
 fn tcp_csum_errors() -> u64 {
     let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
@@ -932,27 +1049,34 @@ fn tcp_with_the_kernel_on(
             let p = Peer { name, _slot: None };
             let r = p.run(move || {
                 let mut s = TcpStream::connect(to).unwrap();
+                stall_limited(&s);
                 let mut buf = vec![0u8; 1 << 16];
                 let mut sent = 0u64;
                 while sent < total {
                     let n = (total - sent).min(buf.len() as u64) as usize;
                     fill(1, sent, &mut buf[..n]);
-                    s.write_all(&buf[..n]).unwrap();
+                    let what = format!("kernel client writing after {sent} bytes");
+                    or_stall(s.write_all(&buf[..n]), &what);
                     sent += n as u64;
                 }
                 s.shutdown(std::net::Shutdown::Write).unwrap();
                 let mut rest = Vec::new();
-                s.read_to_end(&mut rest).unwrap();
+                or_stall(
+                    s.read_to_end(&mut rest),
+                    "kernel client waiting for the end",
+                );
                 rest.len()
             });
             std::mem::forget(p); // the test's guard owns the namespace
             r
         }
     });
+    let t0 = std::time::Instant::now();
     let conn = loop {
         if let Some(sluice_session::Event::Accept(slot)) = app.next() {
             break app.accepted(slot).unwrap();
         }
+        assert!(t0.elapsed() < STALL, "no connection accepted in {STALL:?}");
         app.wait(Some(Duration::from_millis(10))).unwrap();
     };
     assert_eq!(conn.remote.unwrap().ip().to_string(), theirs);
@@ -980,7 +1104,7 @@ fn tcp_with_the_kernel_on(
     let srv = peer.run(move || small_rcvbuf_listener(sa(theirs, 5003), 4096));
     let (go, gate) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
-        let (c, _) = srv.accept().unwrap();
+        let (c, _) = accept_within(&srv);
         gate.recv().unwrap();
         read_stream(c, 3)
     });
@@ -1034,10 +1158,12 @@ fn tcp_with_the_kernel_on(
 
     // The application dies with an open connection: the peer gets a RST, all is freed.
     let held = peer.run(move || TcpStream::connect(to).unwrap());
+    let t0 = std::time::Instant::now();
     let acc = loop {
         if let Some(sluice_session::Event::Accept(slot)) = app.next() {
             break app.accepted(slot).unwrap();
         }
+        assert!(t0.elapsed() < STALL, "no connection accepted in {STALL:?}");
         app.wait(Some(Duration::from_millis(10))).unwrap();
     };
     assert!(acc.remote.is_some());
@@ -1112,7 +1238,7 @@ fn tcp_with_the_kernel_on(
 #[test]
 fn tcp_many_connections_spread_over_the_threads() {
     use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpStream;
     if let Some(why) = skip_reason() {
         sluice_infra::testing::skip(&why);
         return;
@@ -1141,16 +1267,18 @@ fn tcp_many_connections_spread_over_the_threads() {
                     .map(|(i, s)| {
                         std::thread::spawn(move || {
                             let seed = 100 + i as u64;
+                            stall_limited(&s);
                             let mut w = s.try_clone().unwrap();
                             let writer = std::thread::spawn(move || {
                                 let mut buf = vec![0u8; BYTES as usize];
                                 fill(seed, 0, &mut buf);
-                                w.write_all(&buf).unwrap();
+                                or_stall(w.write_all(&buf), &format!("echo client {seed} writing"));
                                 w.shutdown(std::net::Shutdown::Write).unwrap();
                             });
                             let mut s = s;
                             let mut got = Vec::new();
-                            s.read_to_end(&mut got).unwrap();
+                            let what = format!("echo client {seed} reading");
+                            or_stall(s.read_to_end(&mut got), &what);
                             writer.join().unwrap();
                             let mut want = vec![0u8; BYTES as usize];
                             fill(seed, 0, &mut want);
@@ -1168,13 +1296,22 @@ fn tcp_many_connections_spread_over_the_threads() {
         }
     });
     let mut conns = Vec::new();
+    let mut progress = std::time::Instant::now();
     while conns.len() < N {
         match app.next() {
             Some(sluice_session::Event::Accept(slot)) => {
-                conns.push(Some(app.accepted(slot).unwrap()))
+                conns.push(Some(app.accepted(slot).unwrap()));
+                progress = std::time::Instant::now();
             }
             Some(_) => {}
-            None => app.wait(Some(Duration::from_millis(10))).unwrap(),
+            None => {
+                assert!(
+                    progress.elapsed() < STALL,
+                    "{} of {N} connections accepted, none more in {STALL:?}",
+                    conns.len()
+                );
+                app.wait(Some(Duration::from_millis(10))).unwrap()
+            }
         }
     }
     let threads = threads_with_connections(&d);
@@ -1224,18 +1361,7 @@ fn tcp_many_connections_spread_over_the_threads() {
     // Sluice → kernel listener: N connections (their ports picked for the thread each is
     // made on), all established at once, then each streams to a checking reader.
     let at: SocketAddr = "10.77.0.2:6001".parse().unwrap();
-    let srv = peer.run(move || TcpListener::bind(at).unwrap());
-    let readers = std::thread::spawn(move || {
-        let th: Vec<_> = (0..N)
-            .map(|_| {
-                let (c, from) = srv.accept().unwrap();
-                std::thread::spawn(move || (from.port(), read_stream_any(c)))
-            })
-            .collect();
-        th.into_iter()
-            .map(|t| t.join().unwrap())
-            .collect::<Vec<_>>()
-    });
+    let readers = kernel_readers_any(&peer, at, N);
     let out: Vec<_> = (0..N)
         .map(|_| app.tcp_connect(at, Duration::from_secs(5)).unwrap())
         .collect();
@@ -1248,10 +1374,7 @@ fn tcp_many_connections_spread_over_the_threads() {
     for s in out {
         app.close(s).unwrap();
     }
-    for (port, (n, ok)) in readers.join().unwrap() {
-        assert_eq!(n, BYTES, "from port {port}");
-        assert!(ok, "bytes from port {port} differ");
-    }
+    all_streams_whole(readers, BYTES);
     // Segments reached workers for flows another thread owns: handed over.
     let e = d.ok("show errors");
     assert!(
@@ -1393,7 +1516,7 @@ fn tcp_concurrent_connects_are_opened_by_their_owners() {
         // Each connection read to its end (the applications close without writing).
         let mut th = Vec::new();
         for _ in 0..APPS * EACH {
-            let (mut c, _) = srv.accept().unwrap();
+            let (mut c, _) = accept_within(&srv);
             th.push(std::thread::spawn(move || {
                 let mut v = Vec::new();
                 c.read_to_end(&mut v).is_ok() && v.is_empty()
@@ -1487,17 +1610,48 @@ fn ctl_requests(d: &Daemon) -> (u64, u64) {
     (n(0), n(7))
 }
 
+/// A kernel listener at `at` in the namespace that accepts `n` connections and reads each
+/// on its own thread ([`read_stream_any`]); gives (Sluice's port, (bytes, all matched)).
+fn kernel_readers_any(
+    peer: &Peer,
+    at: SocketAddr,
+    n: usize,
+) -> std::thread::JoinHandle<Vec<(u16, (u64, bool))>> {
+    let srv = peer.run(move || std::net::TcpListener::bind(at).unwrap());
+    std::thread::spawn(move || {
+        let th: Vec<_> = (0..n)
+            .map(|_| {
+                let (c, from) = accept_within(&srv);
+                std::thread::spawn(move || (from.port(), read_stream_any(c)))
+            })
+            .collect();
+        th.into_iter().map(|t| t.join().unwrap()).collect()
+    })
+}
+
+/// Fails unless every stream [`kernel_readers_any`] read was `total` bytes, all matching.
+fn all_streams_whole(readers: std::thread::JoinHandle<Vec<(u16, (u64, bool))>>, total: u64) {
+    for (port, (n, ok)) in readers.join().unwrap() {
+        assert_eq!(n, total, "from port {port}");
+        assert!(ok, "bytes from port {port} differ");
+    }
+}
+
 /// Reads `c` to the end, checking it against the stream seeded with the peer's port
 /// (the Sluice writer's local port); returns (bytes, whether all matched).
 fn read_stream_any(mut c: std::net::TcpStream) -> (u64, bool) {
     use std::io::Read;
     let seed = c.peer_addr().unwrap().port() as u64;
+    stall_limited(&c);
     let mut buf = vec![0u8; 1 << 16];
     let mut want = vec![0u8; 1 << 16];
     let mut got = 0u64;
     let mut ok = true;
     loop {
-        let n = c.read(&mut buf).unwrap();
+        let n = or_stall(
+            c.read(&mut buf),
+            &format!("kernel reader (port {seed}) after {got} bytes"),
+        );
         if n == 0 {
             return (got, ok);
         }
@@ -1553,9 +1707,10 @@ fn app_libs() -> std::path::PathBuf {
 fn kernel_echo(peer: &Peer, at: SocketAddr) -> std::thread::JoinHandle<u64> {
     let l = peer.run(move || std::net::TcpListener::bind(at).unwrap());
     std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
+        let (mut c, _) = accept_within(&l);
+        stall_limited(&c);
         let mut r = c.try_clone().unwrap();
-        std::io::copy(&mut r, &mut c).unwrap()
+        or_stall(std::io::copy(&mut r, &mut c), "kernel echo server")
     })
 }
 
@@ -1568,6 +1723,7 @@ fn kernel_client_echo(peer: &Peer, to: SocketAddr, seed: u64, total: u64) -> boo
         let p = Peer { name, _slot: None };
         let r = p.run(move || {
             let s = std::net::TcpStream::connect(to).unwrap();
+            stall_limited(&s);
             let mut w = s.try_clone().unwrap();
             let writer = std::thread::spawn(move || {
                 let mut buf = vec![0u8; 7001];
@@ -1575,14 +1731,15 @@ fn kernel_client_echo(peer: &Peer, to: SocketAddr, seed: u64, total: u64) -> boo
                 while sent < total {
                     let n = (total - sent).min(buf.len() as u64) as usize;
                     fill(seed, sent, &mut buf[..n]);
-                    w.write_all(&buf[..n]).unwrap();
+                    let what = format!("kernel echo client writing after {sent} bytes");
+                    or_stall(w.write_all(&buf[..n]), &what);
                     sent += n as u64;
                 }
                 w.shutdown(std::net::Shutdown::Write).unwrap();
             });
             let mut s = s;
             let mut got = Vec::new();
-            s.read_to_end(&mut got).unwrap();
+            or_stall(s.read_to_end(&mut got), "kernel echo client reading");
             writer.join().unwrap();
             let mut want = vec![0u8; total as usize];
             fill(seed, 0, &mut want);
@@ -2101,7 +2258,7 @@ fn preload_half_close_with_the_kernel() {
     let total = 300_000usize;
     let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5301").unwrap());
     let srv = std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
+        let (mut c, _) = accept_within(&l);
         let mut got = Vec::new();
         c.read_to_end(&mut got).unwrap();
         let reply = format!("got {} {}", got.len(), byte_sum(&got));
@@ -2126,7 +2283,7 @@ fn preload_half_close_with_the_kernel() {
     if sh(&["which", "nc"]).is_ok() {
         let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5303").unwrap());
         let srv = std::thread::spawn(move || {
-            let (mut c, _) = l.accept().unwrap();
+            let (mut c, _) = accept_within(&l);
             let mut got = Vec::new();
             c.read_to_end(&mut got).unwrap();
             c.write_all(format!("got {}", got.len()).as_bytes())

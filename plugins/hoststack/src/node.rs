@@ -57,7 +57,9 @@
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
 //!   lengths: its FIFO is emptied; or a TCP tx FIFO shorter than its connection counts on:
 //!   that segment is not built), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info),
-//!   `tcp_tso` (info: TSO aggregates among `tcp_sent`, `tcp-tso on`).
+//!   `tcp_tso` (info: TSO aggregates among `tcp_sent`, `tcp-tso on`), `tcp_tso_fallback`
+//!   (an aggregate's chain found no buffers: single segments were tried instead, its
+//!   first segment and then the rest of that call's data; they may find none either).
 //!
 //! `tcp4-input` / `tcp6-input` (internal; one generic node per family): TCP segments for
 //! Sluice's addresses, from `ip4-local`/`ip6-local` (protocol 6 is registered while TCP
@@ -215,6 +217,8 @@ sluice_graph::counters! {
         TcpRstSent => info("tcp_rst_sent", "TCP RSTs sent"),
         /// TSO aggregates among the TCP segments sent (`tcp-tso on`).
         TcpTso => info("tcp_tso", "TCP TSO aggregates sent (each one of tcp_sent)"),
+        /// TSO aggregates whose chain found no buffers; single segments tried instead.
+        TcpTsoFallback => error("tcp_tso_fallback", "TCP TSO aggregate without buffers (single segments tried instead)"),
     }
 }
 
@@ -1134,7 +1138,11 @@ impl SessionQueue {
         };
         let ip_id = &mut self.ip_id;
         let tso = &mut self.tcp_tso;
+        let mut fallbacks = 0;
         t.output(tx_used, rx_free, now, |o| {
+            if failed.is_some() {
+                return false;
+            }
             match tcp_segment(cx, local, remote, &o, tx, *ip_id) {
                 Ok(bi) => {
                     // An aggregate's segments take the ids after its own.
@@ -1150,12 +1158,21 @@ impl SessionQueue {
                     bytes += o.len as u64;
                     true
                 }
+                // An aggregate without buffers for its chain: `output` tries single
+                // segments instead (a short pool need not wait for a chain's worth free).
+                Err(SegError::NoBuffer) if o.gso != 0 => {
+                    fallbacks += 1;
+                    false
+                }
                 Err(e) => {
                     failed = Some(e);
                     false
                 }
             }
         });
+        if fallbacks > 0 {
+            cx.count(SqCounter::TcpTsoFallback, fallbacks);
+        }
         crate::tcpsess::rearm(tcp_timer_set, sid, t, l);
         let ok = failed.is_none();
         match failed {

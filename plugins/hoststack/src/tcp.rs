@@ -371,6 +371,10 @@ pub struct TcpStats {
     pub delack_timeouts: u64,
     /// Keepalive probes sent.
     pub keepalive_probes: u64,
+    /// TSO aggregates the emitter refused, for any reason; single segments were tried
+    /// instead. The node's `tcp_tso_fallback` counts only those refused for want of
+    /// buffers, so the two can differ (a corrupt tx FIFO refuses the retry too).
+    pub tso_fallbacks: u64,
 }
 
 /// A connection (transmission control block).
@@ -642,7 +646,7 @@ impl Tcb {
     /// Window and send-sequence summary for `show session verbose`.
     pub fn summary(&self) -> String {
         format!(
-            "snd_una {} snd_nxt {} snd_wnd {} cwnd {} rcv_nxt {} mss {} wscale {}/{} ts {} sack {} rto {} ms srtt {} us, rto-retrans {} fast-retrans {} ooo {} out-of-window {} paws {} sack-recoveries {} sack-retrans {} sack-acks {} acks-delayed {} delack-timeouts {} keepalive-probes {}",
+            "snd_una {} snd_nxt {} snd_wnd {} cwnd {} rcv_nxt {} mss {} wscale {}/{} ts {} sack {} rto {} ms srtt {} us, rto-retrans {} fast-retrans {} ooo {} out-of-window {} paws {} sack-recoveries {} sack-retrans {} sack-acks {} acks-delayed {} delack-timeouts {} keepalive-probes {} tso-fallbacks {}",
             self.snd_una.wrapping_sub(self.iss),
             self.snd_nxt.wrapping_sub(self.iss),
             self.snd_wnd,
@@ -666,6 +670,7 @@ impl Tcb {
             self.stats.acks_delayed,
             self.stats.delack_timeouts,
             self.stats.keepalive_probes,
+            self.stats.tso_fallbacks,
         )
     }
 
@@ -1487,7 +1492,9 @@ impl Tcb {
                 self.rto_at.get_or_insert(now + self.rto);
             }
         }
-        // Data.
+        // Data. `single`: an aggregate was refused (no buffers for its chain): the rest of
+        // this call sends single segments.
+        let mut single = false;
         loop {
             let sent_data = self.data_sent();
             let unsent = tx_used.saturating_sub(sent_data);
@@ -1518,8 +1525,12 @@ impl Tcb {
             // One segment, or with TSO whole segments up to `tso` bytes in one aggregate
             // (loss recovery above still resends single segments).
             let seg = self.mss.saturating_sub(o.sack_len()).max(1);
-            let most = seg.max(self.local.tso / seg * seg);
-            let len = unsent.min(room).min(most);
+            let most = if single {
+                seg
+            } else {
+                seg.max(self.local.tso / seg * seg)
+            };
+            let mut len = unsent.min(room).min(most);
             o.off = sent_data;
             o.len = len;
             if len > seg {
@@ -1529,7 +1540,21 @@ impl Tcb {
                 o.flags = o.flags | PSH;
             }
             if !emit(o) {
-                return sent;
+                if o.gso == 0 {
+                    return sent;
+                }
+                // The aggregate was not built: its first segment alone (a short buffer
+                // pool need not wait until a whole chain's worth is free).
+                single = true;
+                self.stats.tso_fallbacks += 1;
+                len = seg;
+                o.len = seg;
+                o.gso = 0;
+                // PSH only marked the aggregate's end; keep whatever else `hdr` set.
+                o.flags = TcpFlags(o.flags.0 & !PSH.0);
+                if !emit(o) {
+                    return sent;
+                }
             }
             acked(self, &o);
             self.probe = false;
@@ -2060,6 +2085,61 @@ mod tests {
         });
         let sent: Vec<_> = out.iter().map(|o| (o.seq, o.off, o.len, o.gso)).collect();
         assert_eq!(sent, [(15_001, 0, 1000, 0)]);
+    }
+
+    #[test]
+    fn a_tso_aggregate_without_buffers_goes_out_as_single_segments() {
+        let r = fifos("tcp-tso-nobuf");
+        let (rx, tx) = slot(&r);
+        let now = Instant::now();
+        let mut t = sack_conn(Local { tso: TSO_MAX, ..L }, &rx, &tx, now);
+        let data: Vec<u8> = (0..4500u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(tx.push_bytes(&data), 4500);
+        // The emitter refuses every aggregate (no buffers for its chain), takes single
+        // segments.
+        let mut out = vec![];
+        let mut refused = 0;
+        t.output(4500, 16384, now, |o| {
+            if o.gso != 0 {
+                refused += 1;
+                return false;
+            }
+            out.push(o);
+            true
+        });
+        let sent: Vec<_> = out.iter().map(|o| (o.seq, o.off, o.len)).collect();
+        assert_eq!(refused, 1, "one aggregate tried, then single segments");
+        assert_eq!(
+            sent,
+            [
+                (5001, 0, 1000),
+                (6001, 1000, 1000),
+                (7001, 2000, 1000),
+                (8001, 3000, 1000),
+                (9001, 4000, 500)
+            ],
+            "every byte sent, none held back for a retry"
+        );
+        assert!(out[4].flags.intersects(PSH) && !out[0].flags.intersects(PSH));
+        assert_eq!(t.stats.tso_fallbacks, 1);
+        // The next call tries an aggregate again.
+        t.input(&seg(100, 9501, ACK, &[]), Some(&rx), Some(&tx), now);
+        assert_eq!(tx.push_bytes(&data[..3000]), 3000);
+        out.clear();
+        t.output(3000, 16384, now, |o| {
+            out.push(o);
+            true
+        });
+        let sent: Vec<_> = out.iter().map(|o| (o.seq, o.len, o.gso)).collect();
+        assert_eq!(sent, [(9501, 3000, 1000)]);
+        // A single segment the emitter refuses too stops the call (retried later).
+        let mut t = sack_conn(Local { tso: TSO_MAX, ..L }, &rx, &tx, now);
+        let mut tries = 0;
+        let n = t.output(3000, 16384, now, |_| {
+            tries += 1;
+            false
+        });
+        assert_eq!((n, tries), (0, 2), "the aggregate, then its first segment");
     }
 
     #[test]

@@ -44,6 +44,31 @@ pub fn spawn_in_ns<R: Send + 'static>(
     })
 }
 
+/// Accepts one connection on `l`, failing (naming the listener's port) if none arrives
+/// within `limit`: a lost SYN or handshake otherwise hangs the test. The listener is left
+/// non-blocking; the accepted socket is blocking.
+pub fn accept_by(l: &TcpListener, limit: Duration) -> (TcpStream, SocketAddr) {
+    l.set_nonblocking(true).unwrap();
+    let t0 = Instant::now();
+    loop {
+        match l.accept() {
+            Ok((c, from)) => {
+                c.set_nonblocking(false).unwrap();
+                return (c, from);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+                assert!(
+                    t0.elapsed() < limit,
+                    "kernel listener on port {port}: no connection accepted in {limit:?}"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
 /// Sends `bytes` over TCP from namespace `a` to `dst`:5201 in namespace `b` in writes of
 /// 64 KiB (so the sender's stack makes aggregates) and checks that every byte arrived
 /// intact: the receiver's digest, sent back, equals the sender's.
@@ -52,19 +77,8 @@ pub fn tcp_transfer(a: &str, b: &str, dst: &str, bytes: usize) {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let server = spawn_in_ns(b, move || {
         let l = TcpListener::bind((dst.as_str(), 5201)).expect("bind");
-        l.set_nonblocking(true).unwrap();
         ready_tx.send(()).unwrap();
-        let t0 = Instant::now();
-        let mut s = loop {
-            match l.accept() {
-                Ok((s, _)) => break s,
-                Err(_) if t0.elapsed() < Duration::from_secs(20) => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Err(e) => panic!("no connection: {e}"),
-            }
-        };
-        s.set_nonblocking(false).unwrap();
+        let (mut s, _) = accept_by(&l, Duration::from_secs(20));
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let (mut n, mut sum) = (0usize, 0u64);
         let mut buf = vec![0u8; 64 << 10];
