@@ -50,14 +50,18 @@
 //!   dispatched the packet by UDP port or IP protocol); `ip.fib_index` (the underlay table,
 //!   part of the key).
 //! - passes: (1) parse every packet into its key ([`DecapKey`]: table, outer source and
-//!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a key
-//!   equal to the previous packet's (across frames too) is not looked up again; a new
+//!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a
+//!   packet of the last frame's last key (whose entry is known: VPP's last-tunnel cache)
+//!   is finished now as in (3), its rx counts summed and added to the tunnel's row once
+//!   per frame, so a frame from that tunnel goes through in this one pass; of the
+//!   others, a key equal to the previous one's is not looked up again; a new
 //!   key's home slot in the open-addressing table (64-byte slots holding the entries) is
 //!   prefetched as soon as it is parsed (`DecapTable::start`). (2) look the new keys up
 //!   (`DecapTable::lookup_frame`: the slots' keys compared, each hit's rx counters row
 //!   and, unless its frames go straight to `l2-input` (or, in an IPv4 table, its IP
 //!   packets to `ip4-input`/`ip6-input`), interface record prefetched, so
-//!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
+//!   with thousands of tunnels a frame's cache misses overlap). (3) finish the packets
+//!   (1) left:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
 //!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
 //!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
@@ -903,14 +907,14 @@ impl DecapEntry {
     pub fn fibs4(&self) -> [u32; 2] {
         [self.words[2] as u32, (self.words[2] >> 32) as u32]
     }
-    /// Adds a received packet of `bytes` bytes to the tunnel's counters.
+    /// Adds the received packets and bytes `s` to the tunnel's counters.
     #[inline(always)]
-    fn count_rx(&self, bytes: u64) {
+    fn add_rx(&self, s: RxSum) {
         let r = self.rx.get();
-        r[sluice_vnet::interface::counter::RX_PACKETS].add(1);
-        r[sluice_vnet::interface::counter::RX_BYTES].add(bytes);
+        r[sluice_vnet::interface::counter::RX_PACKETS].add(s.packets);
+        r[sluice_vnet::interface::counter::RX_BYTES].add(s.bytes);
     }
-    /// Hints the CPU to fetch what [`DecapEntry::count_rx`] adds to (`rx packets` and
+    /// Hints the CPU to fetch what [`DecapEntry::add_rx`] adds to (`rx packets` and
     /// `rx bytes`, the row's first 16 bytes: its first byte's line and, when they
     /// straddle one, its last byte's).
     #[inline(always)]
@@ -1065,7 +1069,7 @@ fn slot_seeds(seed: u64) -> [u64; 4] {
     })
 }
 
-/// The offset of the last byte [`DecapEntry::count_rx`] adds to in a counters row.
+/// The offset of the last byte [`DecapEntry::add_rx`] adds to in a counters row.
 const RX_LAST: usize =
     (sluice_vnet::interface::counter::RX_BYTES + 1) * std::mem::size_of::<Counter>() - 1;
 const _: () = assert!(
@@ -1592,14 +1596,35 @@ pub(crate) fn is_group<const V6: bool>(dst: u128) -> bool {
     }
 }
 
+/// The rx packets and bytes of decapsulated packets of one tunnel, summed by
+/// [`decap_to`] and [`decap_l3`] for [`DecapFrame`] to add to the tunnel's counters: per
+/// packet, or once per frame for the packets of the tunnel the frame's first lookup
+/// needs not be made for (VPP's decap nodes sum a run of one tunnel the same way).
+#[derive(Clone, Copy, Default)]
+pub struct RxSum {
+    /// Packets.
+    pub packets: u64,
+    /// Their bytes (the inner packets, outer headers stripped).
+    pub bytes: u64,
+}
+
+impl RxSum {
+    /// Counts one packet of `bytes` bytes.
+    #[inline(always)]
+    pub fn add(&mut self, bytes: u64) {
+        self.packets += 1;
+        self.bytes += bytes;
+    }
+}
+
 /// Strips `n` bytes of outer headers and hands the inner packet to tunnel `e`: `rx_if`,
-/// rx counters.
+/// counted in `rx`.
 #[inline(always)]
-pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
+pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry, rx: &mut RxSum) -> Next {
     b.advance(n);
     b.hdr.rx_if = e.sw_if;
     b.hdr.flags &= !LOCALLY_ORIGINATED;
-    e.count_rx(b.total_len() as u64);
+    rx.add(b.total_len() as u64);
     e.next
 }
 
@@ -1624,6 +1649,7 @@ pub fn decap_l3(
     e: &DecapEntry,
     et: u16,
     d: Option<L3Direct>,
+    rx: &mut RxSum,
 ) -> Next {
     let direct = d.and_then(|d| match et {
         ethertype::IPV4 => Some((d.fibs[0], d.arcs.ip4)),
@@ -1648,7 +1674,7 @@ pub fn decap_l3(
             // What `ethernet-input` clears on the way it skips (the outer packet may have
             // come to us through a BVI).
             b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
-            e.count_rx(b.total_len() as u64);
+            rx.add(b.total_len() as u64);
             return to;
         }
     }
@@ -1661,7 +1687,7 @@ pub fn decap_l3(
     }
     b.hdr.rx_if = e.sw_if;
     b.hdr.flags &= !LOCALLY_ORIGINATED;
-    e.count_rx(len);
+    rx.add(len);
     e.next
 }
 
@@ -1996,13 +2022,14 @@ pub trait DecapProto: Default + Send + 'static {
         b: &mut Buffer<'_>,
     ) -> Result<(DecapKey, Self::Meta), Verdict<Self::Counter>>;
     /// Decapsulates a packet of tunnel `e` (with [`decap_to`] / [`decap_l3`], which takes
-    /// `d`): its arc, or the reason it is dropped.
+    /// `d`, counting it in `rx`): its arc, or the reason it is dropped.
     fn finish(
         &mut self,
         b: &mut Buffer<'_>,
         m: Self::Meta,
         e: &DecapEntry,
         d: Option<L3Direct>,
+        rx: &mut RxSum,
     ) -> Result<Next, Self::Counter>;
     /// A packet whose key `k` is no tunnel's: dropped as `no_such_tunnel` unless the
     /// protocol answers it (GTP-U's Error Indication).
@@ -2030,6 +2057,59 @@ fn verdict<P: DecapProto>(cx: &mut Cx, b: &mut Buffer<'_>, v: Verdict<P::Counter
     }
 }
 
+/// [`DecapFrame`]'s L3-direct state for the packets of tunnel `e` (computed once per
+/// tunnel per frame): the tables and arcs when the tunnel is an up L3 interface whose
+/// decap next is `ethernet-input`.
+#[inline(always)]
+fn l3_direct<P: DecapProto>(l3: Option<(&[IfAttr], L3Arcs)>, e: &DecapEntry) -> Option<L3Direct> {
+    let (ifs, arcs) = l3?;
+    (e.routed() && !e.l2() && e.next == arcs.eth).then(|| L3Direct {
+        fibs: match P::IP6 {
+            true => l3_fibs(ifs, e.sw_if),
+            false => e.fibs4(),
+        },
+        arcs,
+    })
+}
+
+/// Finishes packet `b` (its meta and key word: `mk`) of tunnel `e` in [`DecapFrame`]:
+/// traced, decapsulated by the protocol, sent straight to `l2-input` or
+/// `ip4-input`/`ip6-input` when the tunnel's mode allows (`l2`, `d`: the frame's and
+/// the tunnel's); its arc (a drop's error set), `decapsulated` counted, its rx count
+/// added to `rx`.
+#[inline(always)]
+fn finish_hit<P: DecapProto>(
+    proto: &mut P,
+    cx: &mut Cx,
+    b: &mut Buffer<'_>,
+    mk: (P::Meta, u32),
+    e: &DecapEntry,
+    (l2, d): (Option<(L2Tables<'_>, (Next, Next))>, Option<L3Direct>),
+    decapsulated: &mut u64,
+    rx: &mut RxSum,
+) -> u16 {
+    let d = if b.hdr.is_traced() {
+        let rec = DecapTrace {
+            sw_if: Some(e.sw_if),
+            key: mk.1,
+        };
+        cx.trace(b, rec);
+        None
+    } else {
+        d
+    };
+    match proto.finish(b, mk.0, e, d, rx) {
+        Ok(next) => {
+            *decapsulated += 1;
+            match l2 {
+                Some((t, (eth, to))) if next == eth => l2_direct(b, t, e, to).unwrap_or(next).0,
+                _ => next.0,
+            }
+        }
+        Err(c) => verdict::<P>(cx, b, Verdict::Drop(c)),
+    }
+}
+
 /// Packet state in [`DecapFrame`]'s per-frame arrays: done in the parse pass (its arc is
 /// in `nexts`).
 const DONE: u8 = 0;
@@ -2053,12 +2133,13 @@ const NO_TABLE_KEY: TableKey = TableKey { w: [u64::MAX; 5] };
 
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
-/// key (a key equal to the previous packet's is not looked up again: a frame from one
-/// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), look the
+/// key (a packet of the last frame's last key is finished right away, its entry known; of
+/// the others, a key equal to the previous one's is not looked up again: a frame from one
+/// new tunnel costs one lookup; a new key's slot is prefetched when it is parsed), look the
 /// new keys up together (`DecapTable::lookup_frame`: the slots' keys compared, each
 /// hit's counters row and interface record prefetched, so with thousands of tunnels the
 /// cache misses of the frame overlap instead of stalling each packet), then
-/// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
+/// finish the packets left (none when the whole frame is the last frame's tunnel's). It owns the thread's (table, src, dst, key) → tunnel table, which the
 /// control plane reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
     /// The protocol's parse/finish.
@@ -2107,10 +2188,23 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         // `keys[0]` is the last frame's last key and `found[0]` its result (or a key no
         // packet has, not found): the frame's new keys are `keys[1..new]`.
         (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_TABLE_KEY, MISS));
-        // Pass 1: parse.
+        // The key whose result is known before the frame (the last frame's last) and its
+        // entry: a packet of it is finished in the parse pass (below).
+        let (known, hit) = (self.keys[0], self.table.entry(self.found[0]));
+        let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
+        let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
+        let hit_direct = hit.and_then(|e| l3_direct::<P>(l3, e));
+        let mut decapsulated = 0;
+        // The known tunnel's rx counts, added to its row once at the end of the frame.
+        let mut hit_rx = RxSum::default();
+        // Packets left for the finish pass (a new key, or the same key as such a packet).
+        let mut deferred = 0;
+        // Pass 1: parse; a packet of the known key is finished here (a frame from the
+        // tunnel of the last frame goes through in this one pass, as VPP's last-tunnel
+        // cache), the others wait for their lookup.
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
         let mut new = 1;
-        // The previous parsed packet's key (`keys[new - 1]`, kept apart to be compared).
+        // The previous deferred packet's key (`keys[new - 1]`, kept apart to be compared).
         let mut prev = self.keys[0];
         for (j, &bi) in frame.iter().enumerate() {
             if let Some(&a) = ahead.get(j) {
@@ -2126,7 +2220,25 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 }
                 Ok((k, m)) => {
                     let k = pack(&k, P::IP6);
+                    match hit {
+                        Some(e) if same(&known.w, &k, P::IP6) => {
+                            self.state[j] = DONE;
+                            self.nexts[j] = finish_hit(
+                                &mut self.proto,
+                                cx,
+                                &mut b,
+                                (m, k.w[0] as u32),
+                                e,
+                                (l2, hit_direct),
+                                &mut decapsulated,
+                                &mut hit_rx,
+                            );
+                            continue;
+                        }
+                        _ => {}
+                    }
                     self.metas[j] = m;
+                    deferred += 1;
                     if same(&prev.w, &k, P::IP6) {
                         self.state[j] = SAME;
                     } else {
@@ -2153,15 +2265,15 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 .table
                 .lookup_frame::<false>(keys, homes, found, to_l2, to_l3),
         }
-        // Pass 3: finish.
+        // Pass 3: finish the deferred packets.
         // The packet's key is `keys[at]`, its result `r`.
         let (mut at, mut r) = (0, self.found[0]);
-        let mut decapsulated = 0;
-        let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
-        let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
         // The L3 tables of tunnel `l3_of`, computed once per tunnel change.
         let (mut l3_of, mut direct) = (MISS, None);
         for (j, &bi) in frame.iter().enumerate() {
+            if deferred == 0 {
+                break;
+            }
             match self.state[j] {
                 DONE => continue,
                 NEW => {
@@ -2170,64 +2282,51 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 }
                 _ => {}
             }
+            deferred -= 1;
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
-            let e = self.table.entry(r);
-            if b.hdr.is_traced() {
-                cx.trace(
-                    &b,
-                    DecapTrace {
-                        sw_if: e.map(|e| e.sw_if),
-                        key: self.keys.get(at).map_or(0, |k| k.w[0] as u32),
-                    },
-                );
-            }
             let m = self.metas[j];
-            self.nexts[j] = match e {
+            let key = self.keys.get(at).map_or(0, |k| k.w[0] as u32);
+            self.nexts[j] = match self.table.entry(r) {
                 Some(e) => {
-                    let d = match l3 {
-                        Some((ifs, arcs)) => {
-                            if r != l3_of {
-                                l3_of = r;
-                                direct = (e.routed() && !e.l2() && e.next == arcs.eth).then(|| {
-                                    L3Direct {
-                                        fibs: match P::IP6 {
-                                            true => l3_fibs(ifs, e.sw_if),
-                                            false => e.fibs4(),
-                                        },
-                                        arcs,
-                                    }
-                                });
-                            }
-                            direct.filter(|_| !b.hdr.is_traced())
-                        }
-                        None => None,
-                    };
-                    match self.proto.finish(&mut b, m, e, d) {
-                        Ok(next) => {
-                            decapsulated += 1;
-                            match l2 {
-                                Some((t, (eth, to))) if next == eth => {
-                                    l2_direct(&mut b, t, e, to).unwrap_or(next).0
-                                }
-                                _ => next.0,
-                            }
-                        }
-                        Err(c) => verdict::<P>(cx, &mut b, Verdict::Drop(c)),
+                    if r != l3_of {
+                        l3_of = r;
+                        direct = l3_direct::<P>(l3, e);
                     }
+                    let mut rx = RxSum::default();
+                    let next = finish_hit(
+                        &mut self.proto,
+                        cx,
+                        &mut b,
+                        (m, key),
+                        e,
+                        (l2, direct),
+                        &mut decapsulated,
+                        &mut rx,
+                    );
+                    if rx.packets != 0 {
+                        e.add_rx(rx);
+                    }
+                    next
                 }
                 None => {
+                    if b.hdr.is_traced() {
+                        cx.trace(&b, DecapTrace { sw_if: None, key });
+                    }
                     let k = self.keys.get(at).map_or(NO_KEY, |k| unpack(k, P::IP6));
                     let v = self.proto.miss(cx, &mut b, &k, m);
                     verdict::<P>(cx, &mut b, v)
                 }
             };
         }
+        if let Some(e) = hit.filter(|_| hit_rx.packets != 0) {
+            e.add_rx(hit_rx);
+        }
         if decapsulated != 0 {
             cx.count(P::DECAPSULATED, decapsulated);
         }
         if new > 1 {
-            self.last = Some((prev, r));
+            self.last = Some((prev, self.found[new - 1]));
         }
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
@@ -3040,7 +3139,10 @@ mod tests {
         for n in 2..40 {
             t.insert(key(n), &entry(100 + n), 0).unwrap();
         }
-        t.entry(t.lookup(&key(1))).unwrap().count_rx(100);
+        t.entry(t.lookup(&key(1))).unwrap().add_rx(RxSum {
+            packets: 1,
+            bytes: 100,
+        });
         let rx = sluice_vnet::interface::counter::RX_PACKETS;
         let bytes = sluice_vnet::interface::counter::RX_BYTES;
         assert_eq!((c.get(2, rx), c.get(2, bytes)), (1, 100));

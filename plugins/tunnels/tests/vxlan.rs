@@ -191,6 +191,63 @@ fn vxlan4_decap_runs_of_tunnels_and_misses_in_one_frame() {
     assert_eq!(in_use(&vm), 0);
 }
 
+/// A frame whose first packet is of the last frame's last tunnel is finished in the parse
+/// pass for that tunnel's packets (the known key) and in the finish pass for the others:
+/// packets of the known tunnel interleaved with another tunnel's, unknown VNIs and a
+/// malformed packet leave in order, each tunnel counting exactly its own packets and
+/// bytes, and nothing leaks.
+#[test]
+fn vxlan4_decap_known_tunnel_interleaved_with_others() {
+    let (mut vm, t, pg0) = setup(false);
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 14",
+            "set interface state vxlan_tunnel1 up",
+            "set interface l2 xconnect vxlan_tunnel1 pg1",
+            // Both tunnels the same path to pg1, so pg1 sends in packet order.
+            "set interface l2 xconnect vxlan_tunnel0 pg1",
+        ],
+    );
+    let inner: Vec<Vec<u8>> = (0..11).map(|i| inner_frame(H1, H2, 30 + i)).collect();
+    let mut noi = vxlan_outer4(&inner[5], 5555, 13, pg0, false);
+    noi[14 + 20 + 8] = 0;
+    // The first frame ends on VNI 13: the second's 13s are the known key.
+    let vnis = [13, 13, 14, 13, 99, 13, 0, 14, 14, 13, 99];
+    let frames: Vec<Vec<u8>> = vnis
+        .iter()
+        .zip(&inner)
+        .map(|(&v, i)| match v {
+            0 => noi.clone(),
+            v => vxlan_outer4(i, 5555, v, pg0, false),
+        })
+        .collect();
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames[..2], 2);
+    assert_eq!(out, vec![inner[0].clone(), inner[1].clone()]);
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames[2..], 6);
+    let want: Vec<Vec<u8>> = [2, 3, 5, 7, 8, 9]
+        .iter()
+        .map(|&j| inner[j].clone())
+        .collect();
+    assert_eq!(out, want);
+    let bytes = |js: &[usize]| js.iter().map(|&j| inner[j].len() as u64).sum::<u64>();
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 5);
+    assert_eq!(
+        if_counter(&vm, "vxlan_tunnel0", ifc::RX_BYTES),
+        bytes(&[0, 1, 3, 5, 9])
+    );
+    assert_eq!(if_counter(&vm, "vxlan_tunnel1", ifc::RX_PACKETS), 3);
+    assert_eq!(
+        if_counter(&vm, "vxlan_tunnel1", ifc::RX_BYTES),
+        bytes(&[2, 7, 8])
+    );
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 8);
+    assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 2);
+    assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 1);
+    assert_eq!(in_use(&vm), 0);
+}
+
 /// An L2 tunnel's frames go from the decap node straight to `l2-input` (`ethernet-input`
 /// sees only the outer frame: one vector per packet); its mode and admin state apply from
 /// the next packet: bridged, admin down (dropped by `ethernet-input` as `down`), up,
