@@ -2022,7 +2022,8 @@ pub trait DecapProto: Default + Send + 'static {
         b: &mut Buffer<'_>,
     ) -> Result<(DecapKey, Self::Meta), Verdict<Self::Counter>>;
     /// Decapsulates a packet of tunnel `e` (with [`decap_to`] / [`decap_l3`], which takes
-    /// `d`, counting it in `rx`): its arc, or the reason it is dropped.
+    /// `d`, counting it in `rx`: every packet `Ok` returns is counted there, which is also
+    /// the node's `decapsulated` count): its arc, or the reason it is dropped.
     fn finish(
         &mut self,
         b: &mut Buffer<'_>,
@@ -2072,26 +2073,29 @@ fn l3_direct<P: DecapProto>(l3: Option<(&[IfAttr], L3Arcs)>, e: &DecapEntry) -> 
     })
 }
 
-/// Finishes packet `b` (its meta and key word: `mk`) of tunnel `e` in [`DecapFrame`]:
+/// The `l2-input` features and a protocol's arcs to `ethernet-input` and `l2-input`, for
+/// [`l2_direct`] (None: the protocol has no [`DecapProto::L2_DIRECT`], or no vnet).
+type L2Direct<'a> = Option<(L2Tables<'a>, (Next, Next))>;
+
+/// Finishes packet `b` (its meta and key: `mk`) of tunnel `e` in [`DecapFrame`]:
 /// traced, decapsulated by the protocol, sent straight to `l2-input` or
 /// `ip4-input`/`ip6-input` when the tunnel's mode allows (`l2`, `d`: the frame's and
-/// the tunnel's); its arc (a drop's error set), `decapsulated` counted, its rx count
-/// added to `rx`.
+/// the tunnel's); its arc (a drop's error set), its rx count added to `rx` (which
+/// also counts it as `decapsulated`: `finish` counts each packet it decapsulates).
 #[inline(always)]
 fn finish_hit<P: DecapProto>(
     proto: &mut P,
     cx: &mut Cx,
     b: &mut Buffer<'_>,
-    mk: (P::Meta, u32),
+    mk: (P::Meta, &TableKey),
     e: &DecapEntry,
-    (l2, d): (Option<(L2Tables<'_>, (Next, Next))>, Option<L3Direct>),
-    decapsulated: &mut u64,
+    (l2, d): (L2Direct<'_>, Option<L3Direct>),
     rx: &mut RxSum,
 ) -> u16 {
     let d = if b.hdr.is_traced() {
         let rec = DecapTrace {
             sw_if: Some(e.sw_if),
-            key: mk.1,
+            key: mk.1.w[0] as u32,
         };
         cx.trace(b, rec);
         None
@@ -2099,13 +2103,10 @@ fn finish_hit<P: DecapProto>(
         d
     };
     match proto.finish(b, mk.0, e, d, rx) {
-        Ok(next) => {
-            *decapsulated += 1;
-            match l2 {
-                Some((t, (eth, to))) if next == eth => l2_direct(b, t, e, to).unwrap_or(next).0,
-                _ => next.0,
-            }
-        }
+        Ok(next) => match l2 {
+            Some((t, (eth, to))) if next == eth => l2_direct(b, t, e, to).unwrap_or(next).0,
+            _ => next.0,
+        },
         Err(c) => verdict::<P>(cx, b, Verdict::Drop(c)),
     }
 }
@@ -2197,60 +2198,83 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let mut decapsulated = 0;
         // The known tunnel's rx counts, added to its row once at the end of the frame.
         let mut hit_rx = RxSum::default();
-        // Packets left for the finish pass (a new key, or the same key as such a packet).
-        let mut deferred = 0;
-        // Pass 1: parse; a packet of the known key is finished here (a frame from the
-        // tunnel of the last frame goes through in this one pass, as VPP's last-tunnel
-        // cache), the others wait for their lookup.
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
+        // Pass 1a: while the packets are the known key's (or malformed), each is finished
+        // as soon as it is parsed (a frame from the last frame's tunnel goes through in
+        // this one pass, as VPP's last-tunnel cache); from the first packet of another
+        // key on (`j0`, its key and meta in `first`), passes 1b to 3 as before, so a frame
+        // of new keys (thousands of tunnels) runs as it did.
+        let (mut j0, mut first) = (0, None);
+        if let Some(e) = hit {
+            while let Some(&bi) = frame.get(j0) {
+                if let Some(&a) = ahead.get(j0) {
+                    arena.prefetch(a);
+                }
+                // SAFETY: the dispatcher hands this node exclusive ownership of every
+                // index in `frame`; each index appears once and the view lives for this
+                // iteration only.
+                let mut b = unsafe { arena.buffer(bi) };
+                match self.proto.parse(cx, &mut b) {
+                    Err(v) => self.nexts[j0] = verdict::<P>(cx, &mut b, v),
+                    Ok((k, m)) => {
+                        let k = pack(&k, P::IP6);
+                        if !same(&known.w, &k, P::IP6) {
+                            first = Some((k, m));
+                            break;
+                        }
+                        self.nexts[j0] = finish_hit(
+                            &mut self.proto,
+                            cx,
+                            &mut b,
+                            (m, &k),
+                            e,
+                            (l2, hit_direct),
+                            &mut hit_rx,
+                        );
+                    }
+                }
+                j0 += 1;
+            }
+        }
+        // Pass 1b: parse the rest; a key equal to the previous one's is not looked up again.
         let mut new = 1;
-        // The previous deferred packet's key (`keys[new - 1]`, kept apart to be compared).
+        // The previous parsed packet's key (`keys[new - 1]`, kept apart to be compared).
         let mut prev = self.keys[0];
-        for (j, &bi) in frame.iter().enumerate() {
+        // Packet `j` of key `k` (meta `m`) waits for pass 3.
+        macro_rules! defer {
+            ($j:expr, $k:expr, $m:expr) => {{
+                let (j, k) = ($j, $k);
+                self.metas[j] = $m;
+                if same(&prev.w, &k, P::IP6) {
+                    self.state[j] = SAME;
+                } else {
+                    self.state[j] = NEW;
+                    // An IPv4 key is two words (the rest stay as they are, unread).
+                    copy_key(&mut self.keys[new], &k, P::IP6);
+                    // The slot's line is on its way while the frame is parsed.
+                    self.homes[new] = self.table.start(&k, P::IP6);
+                    new += 1;
+                    copy_key(&mut prev, &k, P::IP6);
+                }
+            }};
+        }
+        let mut j1 = j0;
+        if let Some((k, m)) = first {
+            defer!(j0, k, m);
+            j1 += 1;
+        }
+        for (j, &bi) in frame.iter().enumerate().skip(j1) {
             if let Some(&a) = ahead.get(j) {
                 arena.prefetch(a);
             }
-            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once and the view lives for this iteration only.
+            // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             match self.proto.parse(cx, &mut b) {
                 Err(v) => {
                     self.state[j] = DONE;
                     self.nexts[j] = verdict::<P>(cx, &mut b, v);
                 }
-                Ok((k, m)) => {
-                    let k = pack(&k, P::IP6);
-                    match hit {
-                        Some(e) if same(&known.w, &k, P::IP6) => {
-                            self.state[j] = DONE;
-                            self.nexts[j] = finish_hit(
-                                &mut self.proto,
-                                cx,
-                                &mut b,
-                                (m, k.w[0] as u32),
-                                e,
-                                (l2, hit_direct),
-                                &mut decapsulated,
-                                &mut hit_rx,
-                            );
-                            continue;
-                        }
-                        _ => {}
-                    }
-                    self.metas[j] = m;
-                    deferred += 1;
-                    if same(&prev.w, &k, P::IP6) {
-                        self.state[j] = SAME;
-                    } else {
-                        self.state[j] = NEW;
-                        // An IPv4 key is two words (the rest stay as they are, unread).
-                        copy_key(&mut self.keys[new], &k, P::IP6);
-                        // The slot's line is on its way while the frame is parsed.
-                        self.homes[new] = self.table.start(&k, P::IP6);
-                        new += 1;
-                        copy_key(&mut prev, &k, P::IP6);
-                    }
-                }
+                Ok((k, m)) => defer!(j, pack(&k, P::IP6), m),
             }
         }
         // Pass 2: the new keys' lookups, in stages over the frame.
@@ -2265,15 +2289,12 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 .table
                 .lookup_frame::<false>(keys, homes, found, to_l2, to_l3),
         }
-        // Pass 3: finish the deferred packets.
+        // Pass 3: finish the packets from `j0` on.
         // The packet's key is `keys[at]`, its result `r`.
         let (mut at, mut r) = (0, self.found[0]);
         // The L3 tables of tunnel `l3_of`, computed once per tunnel change.
         let (mut l3_of, mut direct) = (MISS, None);
-        for (j, &bi) in frame.iter().enumerate() {
-            if deferred == 0 {
-                break;
-            }
+        for (j, &bi) in frame.iter().enumerate().skip(j0) {
             match self.state[j] {
                 DONE => continue,
                 NEW => {
@@ -2282,11 +2303,10 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 }
                 _ => {}
             }
-            deferred -= 1;
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             let m = self.metas[j];
-            let key = self.keys.get(at).map_or(0, |k| k.w[0] as u32);
+            let key = self.keys.get(at).unwrap_or(&NO_TABLE_KEY);
             self.nexts[j] = match self.table.entry(r) {
                 Some(e) => {
                     if r != l3_of {
@@ -2301,25 +2321,30 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                         (m, key),
                         e,
                         (l2, direct),
-                        &mut decapsulated,
                         &mut rx,
                     );
                     if rx.packets != 0 {
+                        decapsulated += rx.packets;
                         e.add_rx(rx);
                     }
                     next
                 }
                 None => {
                     if b.hdr.is_traced() {
-                        cx.trace(&b, DecapTrace { sw_if: None, key });
+                        let rec = DecapTrace {
+                            sw_if: None,
+                            key: key.w[0] as u32,
+                        };
+                        cx.trace(&b, rec);
                     }
-                    let k = self.keys.get(at).map_or(NO_KEY, |k| unpack(k, P::IP6));
+                    let k = unpack(key, P::IP6);
                     let v = self.proto.miss(cx, &mut b, &k, m);
                     verdict::<P>(cx, &mut b, v)
                 }
             };
         }
         if let Some(e) = hit.filter(|_| hit_rx.packets != 0) {
+            decapsulated += hit_rx.packets;
             e.add_rx(hit_rx);
         }
         if decapsulated != 0 {

@@ -210,11 +210,12 @@ fn vxlan4_decap_known_tunnel_interleaved_with_others() {
             "set interface l2 xconnect vxlan_tunnel0 pg1",
         ],
     );
-    let inner: Vec<Vec<u8>> = (0..11).map(|i| inner_frame(H1, H2, 30 + i)).collect();
-    let mut noi = vxlan_outer4(&inner[5], 5555, 13, pg0, false);
+    let inner: Vec<Vec<u8>> = (0..12).map(|i| inner_frame(H1, H2, 30 + i)).collect();
+    let mut noi = vxlan_outer4(&inner[3], 5555, 13, pg0, false);
     noi[14 + 20 + 8] = 0;
-    // The first frame ends on VNI 13: the second's 13s are the known key.
-    let vnis = [13, 13, 14, 13, 99, 13, 0, 14, 14, 13, 99];
+    // The first frame ends on VNI 13: the second starts with the known key (finished as
+    // parsed, a malformed packet among them), then VNI 14 sends the rest to the lookup.
+    let vnis = [13, 13, 13, 0, 13, 14, 99, 13, 14, 14, 13, 99];
     let frames: Vec<Vec<u8>> = vnis
         .iter()
         .zip(&inner)
@@ -225,24 +226,24 @@ fn vxlan4_decap_known_tunnel_interleaved_with_others() {
         .collect();
     let out = run(&mut vm, &t, "pg0", "pg1", &frames[..2], 2);
     assert_eq!(out, vec![inner[0].clone(), inner[1].clone()]);
-    let out = run(&mut vm, &t, "pg0", "pg1", &frames[2..], 6);
-    let want: Vec<Vec<u8>> = [2, 3, 5, 7, 8, 9]
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames[2..], 7);
+    let want: Vec<Vec<u8>> = [2, 4, 5, 7, 8, 9, 10]
         .iter()
         .map(|&j| inner[j].clone())
         .collect();
     assert_eq!(out, want);
     let bytes = |js: &[usize]| js.iter().map(|&j| inner[j].len() as u64).sum::<u64>();
-    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 5);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 6);
     assert_eq!(
         if_counter(&vm, "vxlan_tunnel0", ifc::RX_BYTES),
-        bytes(&[0, 1, 3, 5, 9])
+        bytes(&[0, 1, 2, 4, 7, 10])
     );
     assert_eq!(if_counter(&vm, "vxlan_tunnel1", ifc::RX_PACKETS), 3);
     assert_eq!(
         if_counter(&vm, "vxlan_tunnel1", ifc::RX_BYTES),
-        bytes(&[2, 7, 8])
+        bytes(&[5, 8, 9])
     );
-    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 8);
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 9);
     assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 2);
     assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 1);
     assert_eq!(in_use(&vm), 0);
