@@ -249,6 +249,93 @@ fn vxlan4_decap_known_tunnel_interleaved_with_others() {
     assert_eq!(in_use(&vm), 0);
 }
 
+/// The occupied slots of the main thread's `vxlan4-input` table. Reaching the table
+/// makes the node forget its last lookup, as every control-plane change does: ask only
+/// where that does not matter.
+fn decap4_slots(vm: &mut sluice_graph::Vlib) -> Vec<u32> {
+    use sluice_tunnels::{tunnel, vxlan};
+    let i = vm.registry.find(vxlan::INPUT4).unwrap();
+    let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let o = out.clone();
+    vm.foreach_thread(move |tg| {
+        if tg.thread() == 0 {
+            let tbl = tunnel::table_of::<vxlan::VxlanInput<false>>(tg, i).unwrap();
+            let used = (0..1024).filter(|&s| tbl.entry(s).is_some());
+            o.lock().unwrap().extend(used);
+        }
+    });
+    let v = out.lock().unwrap().clone();
+    v
+}
+
+/// The decap node keeps the last frame's last key and its slot across frames and finishes
+/// a packet of that key without a lookup: when the tunnel is deleted between two frames of
+/// its key, or its slot is then taken by another VNI's tunnel, the second frame's packets
+/// are `no_such_tunnel` — not decapsulated, not counted on the new tunnel.
+#[test]
+fn vxlan4_decap_tunnel_deleted_or_slot_reused_between_frames() {
+    let (mut vm, t, pg0) = setup(false);
+    let mk = |v: u32| format!("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni {v}");
+    let add = |vm: &mut sluice_graph::Vlib, v: u32| {
+        let name = cli(vm, &t, &mk(v)).trim().to_string();
+        clis(
+            vm,
+            &t,
+            &[
+                format!("set interface state {name} up"),
+                format!("set interface l2 bridge {name} 1"),
+            ],
+        );
+        name
+    };
+    // A VNI whose tunnel, alone in the table, takes VNI 13's slot (the hash is seeded at
+    // random per table; 8 slots, so a few tries).
+    let [s13] = decap4_slots(&mut vm)[..] else {
+        panic!("one tunnel, one slot")
+    };
+    cli(&mut vm, &t, &format!("{} del", mk(13)));
+    let other = (14..2000)
+        .find(|&v| {
+            cli(&mut vm, &t, &mk(v));
+            let s = decap4_slots(&mut vm);
+            cli(&mut vm, &t, &format!("{} del", mk(v)));
+            s == [s13]
+        })
+        .expect("a VNI homed in VNI 13's slot");
+    let inner: Vec<Vec<u8>> = (0..4).map(|i| inner_frame(H1, H2, 30 + i)).collect();
+    let frames: Vec<Vec<u8>> = inner
+        .iter()
+        .map(|i| vxlan_outer4(i, 5555, 13, pg0, false))
+        .collect();
+    let mut missed = 0;
+    // Deleted: a frame of VNI 13 goes out, after the delete the next one is all misses.
+    for reuse in [false, true] {
+        let name = add(&mut vm, 13);
+        let out = run(&mut vm, &t, "pg0", "pg1", &frames, 4);
+        assert_eq!(out, inner, "reuse {reuse}");
+        assert_eq!(if_counter(&vm, &name, ifc::RX_PACKETS), 4, "reuse {reuse}");
+        cli(&mut vm, &t, &format!("{} del", mk(13)));
+        // Reused: another VNI's tunnel, up in the same bridge, now in VNI 13's slot.
+        let new = reuse.then(|| add(&mut vm, other));
+        let out = run(&mut vm, &t, "pg0", "pg1", &frames, 1);
+        missed += 4;
+        assert_eq!(out, Vec::<Vec<u8>>::new(), "reuse {reuse}");
+        assert_eq!(
+            counter(&vm, "vxlan4-input", "no_such_tunnel"),
+            missed,
+            "reuse {reuse}"
+        );
+        // Each round decapsulates its first frame only.
+        assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), missed);
+        if let Some(new) = new {
+            assert_eq!(if_counter(&vm, &new, ifc::RX_PACKETS), 0);
+            assert_eq!(if_counter(&vm, &new, ifc::RX_BYTES), 0);
+            assert_eq!(decap4_slots(&mut vm), [s13]);
+        }
+    }
+    assert_eq!(in_use(&vm), 0);
+}
+
 /// An L2 tunnel's frames go from the decap node straight to `l2-input` (`ethernet-input`
 /// sees only the outer frame: one vector per packet); its mode and admin state apply from
 /// the next packet: bridged, admin down (dropped by `ethernet-input` as `down`), up,
