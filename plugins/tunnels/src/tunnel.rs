@@ -51,9 +51,10 @@
 //!   part of the key).
 //! - passes: (1) parse every packet into its key ([`DecapKey`]: table, outer source and
 //!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a
-//!   packet of the last frame's last key (whose entry is known: VPP's last-tunnel cache)
-//!   is finished now as in (3), its rx counts summed and added to the tunnel's row once
-//!   per frame, so a frame from that tunnel goes through in this one pass; of the
+//!   packet of the last frame's last key (whose entry is known) is finished now as in
+//!   (3), while the frame's packets are of that key, its rx counts summed and added to the
+//!   tunnel's row once per frame, so a frame from that tunnel goes through in this one
+//!   pass (unlike VPP's per-frame last-tunnel cache, only the frame's leading run); of the
 //!   others, a key equal to the previous one's is not looked up again; a new
 //!   key's home slot in the open-addressing table (64-byte slots holding the entries) is
 //!   prefetched as soon as it is parsed (`DecapTable::start`). (2) look the new keys up
@@ -2201,9 +2202,10 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
         // Pass 1a: while the packets are the known key's (or malformed), each is finished
         // as soon as it is parsed (a frame from the last frame's tunnel goes through in
-        // this one pass, as VPP's last-tunnel cache); from the first packet of another
-        // key on (`j0`, its key and meta in `first`), passes 1b to 3 as before, so a frame
-        // of new keys (thousands of tunnels) runs as it did.
+        // this one pass; unlike VPP's last-tunnel cache, which is per frame and serves
+        // every run, only the frame's leading run of the last frame's key); from the first
+        // packet of another key on (`j0`, its key and meta in `first`), passes 1b to 3 as
+        // before, so a frame of new keys (thousands of tunnels) runs as it did.
         let (mut j0, mut first) = (0, None);
         if let Some(e) = hit {
             while let Some(&bi) = frame.get(j0) {
