@@ -2141,8 +2141,9 @@ const NO_TABLE_KEY: TableKey = TableKey { w: [u64::MAX; 5] };
 /// new keys up together (`DecapTable::lookup_frame`: the slots' keys compared, each
 /// hit's counters row and interface record prefetched, so with thousands of tunnels the
 /// cache misses of the frame overlap instead of stalling each packet), then
-/// finish the packets left (none when the whole frame is the last frame's tunnel's). It owns the thread's (table, src, dst, key) → tunnel table, which the
-/// control plane reaches through [`table_of`].
+/// finish the packets left (none when the whole frame is the last frame's tunnel's). It
+/// owns the thread's (table, src, dst, key) → tunnel table, which the control plane
+/// reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
     /// The protocol's parse/finish.
     pub proto: P,
