@@ -2103,7 +2103,14 @@ fn finish_hit<P: DecapProto>(
     } else {
         d
     };
-    match proto.finish(b, mk.0, e, d, rx) {
+    let counted = rx.packets;
+    let r = proto.finish(b, mk.0, e, d, rx);
+    // `decapsulated` is the sum of `rx`: every `Ok` of a protocol's `finish` counts its packet.
+    debug_assert!(
+        r.is_err() || rx.packets == counted + 1,
+        "`finish` returned Ok without counting the packet in `rx`"
+    );
+    match r {
         Ok(next) => match l2 {
             Some((t, (eth, to))) if next == eth => l2_direct(b, t, e, to).unwrap_or(next).0,
             _ => next.0,
