@@ -144,6 +144,27 @@ fn vxlan4_decap_exact_bytes_and_drops() {
     assert_eq!(in_use(&vm), 0);
 }
 
+/// Packet `j`: an inner frame (`inner[j]`) in VXLAN to pg0 with VNI `vnis[j]`, or for VNI 0
+/// with the I flag clear (`bad_flags`). The inner frames and the packets.
+fn vxlan_frames(vnis: &[u32], pg0: [u8; 6]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let inner: Vec<Vec<u8>> = (0..vnis.len())
+        .map(|i| inner_frame(H1, H2, 30 + i))
+        .collect();
+    let frames = vnis
+        .iter()
+        .zip(&inner)
+        .map(|(&v, i)| {
+            if v == 0 {
+                let mut f = vxlan_outer4(i, 5555, 13, pg0, false);
+                f[14 + 20 + 8] = 0;
+                return f;
+            }
+            vxlan_outer4(i, 5555, v, pg0, false)
+        })
+        .collect();
+    (inner, frames)
+}
+
 /// One frame of runs from two tunnels with malformed packets and unknown keys between
 /// them (a run continued after a malformed packet; the frame's first and last new keys
 /// differ), then a frame that starts with the last one's tunnel: each packet goes to its
@@ -161,18 +182,8 @@ fn vxlan4_decap_runs_of_tunnels_and_misses_in_one_frame() {
             "set interface l2 bridge vxlan_tunnel1 2",
         ],
     );
-    let inner: Vec<Vec<u8>> = (0..13).map(|i| inner_frame(H1, H2, 30 + i)).collect();
-    let mut noi = vxlan_outer4(&inner[2], 5555, 14, pg0, false);
-    noi[14 + 20 + 8] = 0;
     let vnis = [14, 13, 0, 13, 0, 14, 99, 99, 14, 13, 99, 13, 13];
-    let frames: Vec<Vec<u8>> = vnis
-        .iter()
-        .zip(&inner)
-        .map(|(&v, i)| match v {
-            0 => noi.clone(),
-            v => vxlan_outer4(i, 5555, v, pg0, false),
-        })
-        .collect();
+    let (inner, frames) = vxlan_frames(&vnis, pg0);
     let to_pg1 = |js: &[usize]| js.iter().map(|&j| inner[j].clone()).collect::<Vec<_>>();
     let out = run(&mut vm, &t, "pg0", "pg1", &frames, 5);
     assert_eq!(out, to_pg1(&[1, 3, 9, 11, 12]));
@@ -210,20 +221,10 @@ fn vxlan4_decap_known_tunnel_interleaved_with_others() {
             "set interface l2 xconnect vxlan_tunnel0 pg1",
         ],
     );
-    let inner: Vec<Vec<u8>> = (0..12).map(|i| inner_frame(H1, H2, 30 + i)).collect();
-    let mut noi = vxlan_outer4(&inner[3], 5555, 13, pg0, false);
-    noi[14 + 20 + 8] = 0;
     // The first frame ends on VNI 13: the second starts with the known key (finished as
     // parsed, a malformed packet among them), then VNI 14 sends the rest to the lookup.
     let vnis = [13, 13, 13, 0, 13, 14, 99, 13, 14, 14, 13, 99];
-    let frames: Vec<Vec<u8>> = vnis
-        .iter()
-        .zip(&inner)
-        .map(|(&v, i)| match v {
-            0 => noi.clone(),
-            v => vxlan_outer4(i, 5555, v, pg0, false),
-        })
-        .collect();
+    let (inner, frames) = vxlan_frames(&vnis, pg0);
     let out = run(&mut vm, &t, "pg0", "pg1", &frames[..2], 2);
     assert_eq!(out, vec![inner[0].clone(), inner[1].clone()]);
     let out = run(&mut vm, &t, "pg0", "pg1", &frames[2..], 7);
@@ -302,11 +303,7 @@ fn vxlan4_decap_tunnel_deleted_or_slot_reused_between_frames() {
             s == [s13]
         })
         .expect("a VNI homed in VNI 13's slot");
-    let inner: Vec<Vec<u8>> = (0..4).map(|i| inner_frame(H1, H2, 30 + i)).collect();
-    let frames: Vec<Vec<u8>> = inner
-        .iter()
-        .map(|i| vxlan_outer4(i, 5555, 13, pg0, false))
-        .collect();
+    let (inner, frames) = vxlan_frames(&[13; 4], pg0);
     let mut missed = 0;
     // Deleted: a frame of VNI 13 goes out, after the delete the next one is all misses.
     for reuse in [false, true] {
