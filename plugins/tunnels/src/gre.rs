@@ -194,10 +194,11 @@ impl<const V6: bool> DecapProto for GreInput<V6> {
         m: GreMeta,
         e: &DecapEntry,
         d: Option<tunnel::L3Direct>,
+        rx: &mut tunnel::RxSum,
     ) -> Result<Next, GreCounter> {
         Ok(match m.et {
-            0 => tunnel::decap_to(b, m.hl as usize, e),
-            et => tunnel::decap_l3(b, m.hl as usize, e, et, d),
+            0 => tunnel::decap_to(b, m.hl as usize, e, rx),
+            et => tunnel::decap_l3(b, m.hl as usize, e, et, d, rx),
         })
     }
 }

@@ -408,6 +408,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         (_, off): (u16, u16),
         e: &DecapEntry,
         direct: Option<tunnel::L3Direct>,
+        rx: &mut tunnel::RxSum,
     ) -> Result<Next, GtpCounter> {
         let off = off as usize;
         let d = b.data();
@@ -417,7 +418,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
             if d.len() < off + 14 {
                 return Err(GtpCounter::Truncated);
             }
-            return Ok(tunnel::decap_to(b, off, e));
+            return Ok(tunnel::decap_to(b, off, e, rx));
         }
         let et = match d.get(off).map(|v| v >> 4) {
             Some(4) => 0x0800,
@@ -425,7 +426,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
             None => return Err(GtpCounter::Truncated),
             _ => return Err(GtpCounter::BadInner),
         };
-        Ok(tunnel::decap_l3(b, off, e, et, direct))
+        Ok(tunnel::decap_l3(b, off, e, et, direct, rx))
     }
 }
 

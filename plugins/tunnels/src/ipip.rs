@@ -131,8 +131,9 @@ impl<const V6: bool> DecapProto for IpipInput<V6> {
         (ipl, et): (u16, u16),
         e: &DecapEntry,
         d: Option<tunnel::L3Direct>,
+        rx: &mut tunnel::RxSum,
     ) -> Result<Next, IpipCounter> {
-        Ok(tunnel::decap_l3(b, ipl as usize, e, et, d))
+        Ok(tunnel::decap_l3(b, ipl as usize, e, et, d, rx))
     }
 }
 

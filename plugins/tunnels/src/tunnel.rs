@@ -50,14 +50,19 @@
 //!   dispatched the packet by UDP port or IP protocol); `ip.fib_index` (the underlay table,
 //!   part of the key).
 //! - passes: (1) parse every packet into its key ([`DecapKey`]: table, outer source and
-//!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a key
-//!   equal to the previous packet's (across frames too) is not looked up again; a new
+//!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a
+//!   packet of the last frame's last key (whose entry is known) is finished now as in
+//!   (3), while the frame's packets are of that key, its rx counts summed and added to the
+//!   tunnel's row once per frame, so a frame from that tunnel goes through in this one
+//!   pass (unlike VPP's per-frame last-tunnel cache, only the frame's leading run); of the
+//!   others, a key equal to the previous one's is not looked up again; a new
 //!   key's home slot in the open-addressing table (64-byte slots holding the entries) is
 //!   prefetched as soon as it is parsed (`DecapTable::start`). (2) look the new keys up
 //!   (`DecapTable::lookup_frame`: the slots' keys compared, each hit's rx counters row
 //!   and, unless its frames go straight to `l2-input` (or, in an IPv4 table, its IP
 //!   packets to `ip4-input`/`ip6-input`), interface record prefetched, so
-//!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
+//!   with thousands of tunnels a frame's cache misses overlap). (3) finish the packets
+//!   (1) left:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
 //!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
 //!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
@@ -903,14 +908,14 @@ impl DecapEntry {
     pub fn fibs4(&self) -> [u32; 2] {
         [self.words[2] as u32, (self.words[2] >> 32) as u32]
     }
-    /// Adds a received packet of `bytes` bytes to the tunnel's counters.
+    /// Adds the received packets and bytes `s` to the tunnel's counters.
     #[inline(always)]
-    fn count_rx(&self, bytes: u64) {
+    fn add_rx(&self, s: RxSum) {
         let r = self.rx.get();
-        r[sluice_vnet::interface::counter::RX_PACKETS].add(1);
-        r[sluice_vnet::interface::counter::RX_BYTES].add(bytes);
+        r[sluice_vnet::interface::counter::RX_PACKETS].add(s.packets);
+        r[sluice_vnet::interface::counter::RX_BYTES].add(s.bytes);
     }
-    /// Hints the CPU to fetch what [`DecapEntry::count_rx`] adds to (`rx packets` and
+    /// Hints the CPU to fetch what [`DecapEntry::add_rx`] adds to (`rx packets` and
     /// `rx bytes`, the row's first 16 bytes: its first byte's line and, when they
     /// straddle one, its last byte's).
     #[inline(always)]
@@ -1065,7 +1070,7 @@ fn slot_seeds(seed: u64) -> [u64; 4] {
     })
 }
 
-/// The offset of the last byte [`DecapEntry::count_rx`] adds to in a counters row.
+/// The offset of the last byte [`DecapEntry::add_rx`] adds to in a counters row.
 const RX_LAST: usize =
     (sluice_vnet::interface::counter::RX_BYTES + 1) * std::mem::size_of::<Counter>() - 1;
 const _: () = assert!(
@@ -1592,14 +1597,35 @@ pub(crate) fn is_group<const V6: bool>(dst: u128) -> bool {
     }
 }
 
+/// The rx packets and bytes of decapsulated packets of one tunnel, summed by
+/// [`decap_to`] and [`decap_l3`] for [`DecapFrame`] to add to the tunnel's counters: per
+/// packet, or once per frame for the packets of the tunnel the frame's first lookup
+/// needs not be made for (VPP's decap nodes sum a run of one tunnel the same way).
+#[derive(Clone, Copy, Default)]
+pub struct RxSum {
+    /// Packets.
+    pub packets: u64,
+    /// Their bytes (the inner packets, outer headers stripped).
+    pub bytes: u64,
+}
+
+impl RxSum {
+    /// Counts one packet of `bytes` bytes.
+    #[inline(always)]
+    pub fn add(&mut self, bytes: u64) {
+        self.packets += 1;
+        self.bytes += bytes;
+    }
+}
+
 /// Strips `n` bytes of outer headers and hands the inner packet to tunnel `e`: `rx_if`,
-/// rx counters.
+/// counted in `rx`.
 #[inline(always)]
-pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
+pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry, rx: &mut RxSum) -> Next {
     b.advance(n);
     b.hdr.rx_if = e.sw_if;
     b.hdr.flags &= !LOCALLY_ORIGINATED;
-    e.count_rx(b.total_len() as u64);
+    rx.add(b.total_len() as u64);
     e.next
 }
 
@@ -1624,6 +1650,7 @@ pub fn decap_l3(
     e: &DecapEntry,
     et: u16,
     d: Option<L3Direct>,
+    rx: &mut RxSum,
 ) -> Next {
     let direct = d.and_then(|d| match et {
         ethertype::IPV4 => Some((d.fibs[0], d.arcs.ip4)),
@@ -1648,7 +1675,7 @@ pub fn decap_l3(
             // What `ethernet-input` clears on the way it skips (the outer packet may have
             // come to us through a BVI).
             b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
-            e.count_rx(b.total_len() as u64);
+            rx.add(b.total_len() as u64);
             return to;
         }
     }
@@ -1661,7 +1688,7 @@ pub fn decap_l3(
     }
     b.hdr.rx_if = e.sw_if;
     b.hdr.flags &= !LOCALLY_ORIGINATED;
-    e.count_rx(len);
+    rx.add(len);
     e.next
 }
 
@@ -1996,13 +2023,15 @@ pub trait DecapProto: Default + Send + 'static {
         b: &mut Buffer<'_>,
     ) -> Result<(DecapKey, Self::Meta), Verdict<Self::Counter>>;
     /// Decapsulates a packet of tunnel `e` (with [`decap_to`] / [`decap_l3`], which takes
-    /// `d`): its arc, or the reason it is dropped.
+    /// `d`, counting it in `rx`: every packet `Ok` returns is counted there, which is also
+    /// the node's `decapsulated` count): its arc, or the reason it is dropped.
     fn finish(
         &mut self,
         b: &mut Buffer<'_>,
         m: Self::Meta,
         e: &DecapEntry,
         d: Option<L3Direct>,
+        rx: &mut RxSum,
     ) -> Result<Next, Self::Counter>;
     /// A packet whose key `k` is no tunnel's: dropped as `no_such_tunnel` unless the
     /// protocol answers it (GTP-U's Error Indication).
@@ -2030,6 +2059,66 @@ fn verdict<P: DecapProto>(cx: &mut Cx, b: &mut Buffer<'_>, v: Verdict<P::Counter
     }
 }
 
+/// [`DecapFrame`]'s L3-direct state for the packets of tunnel `e` (computed once per
+/// tunnel per frame): the tables and arcs when the tunnel is an up L3 interface whose
+/// decap next is `ethernet-input`.
+#[inline(always)]
+fn l3_direct<P: DecapProto>(l3: Option<(&[IfAttr], L3Arcs)>, e: &DecapEntry) -> Option<L3Direct> {
+    let (ifs, arcs) = l3?;
+    (e.routed() && !e.l2() && e.next == arcs.eth).then(|| L3Direct {
+        fibs: match P::IP6 {
+            true => l3_fibs(ifs, e.sw_if),
+            false => e.fibs4(),
+        },
+        arcs,
+    })
+}
+
+/// The `l2-input` features and a protocol's arcs to `ethernet-input` and `l2-input`, for
+/// [`l2_direct`] (None: the protocol has no [`DecapProto::L2_DIRECT`], or no vnet).
+type L2Direct<'a> = Option<(L2Tables<'a>, (Next, Next))>;
+
+/// Finishes packet `b` (its meta and key: `mk`) of tunnel `e` in [`DecapFrame`]:
+/// traced, decapsulated by the protocol, sent straight to `l2-input` or
+/// `ip4-input`/`ip6-input` when the tunnel's mode allows (`l2`, `d`: the frame's and
+/// the tunnel's); its arc (a drop's error set), its rx count added to `rx` (which
+/// also counts it as `decapsulated`: `finish` counts each packet it decapsulates).
+#[inline(always)]
+fn finish_hit<P: DecapProto>(
+    proto: &mut P,
+    cx: &mut Cx,
+    b: &mut Buffer<'_>,
+    mk: (P::Meta, &TableKey),
+    e: &DecapEntry,
+    (l2, d): (L2Direct<'_>, Option<L3Direct>),
+    rx: &mut RxSum,
+) -> u16 {
+    let d = if b.hdr.is_traced() {
+        let rec = DecapTrace {
+            sw_if: Some(e.sw_if),
+            key: mk.1.w[0] as u32,
+        };
+        cx.trace(b, rec);
+        None
+    } else {
+        d
+    };
+    let counted = rx.packets;
+    let r = proto.finish(b, mk.0, e, d, rx);
+    // `decapsulated` is the sum of `rx`: every `Ok` of a protocol's `finish` counts its packet.
+    debug_assert!(
+        r.is_err() || rx.packets == counted + 1,
+        "`finish` returned Ok without counting the packet in `rx`"
+    );
+    match r {
+        Ok(next) => match l2 {
+            Some((t, (eth, to))) if next == eth => l2_direct(b, t, e, to).unwrap_or(next).0,
+            _ => next.0,
+        },
+        Err(c) => verdict::<P>(cx, b, Verdict::Drop(c)),
+    }
+}
+
 /// Packet state in [`DecapFrame`]'s per-frame arrays: done in the parse pass (its arc is
 /// in `nexts`).
 const DONE: u8 = 0;
@@ -2053,13 +2142,15 @@ const NO_TABLE_KEY: TableKey = TableKey { w: [u64::MAX; 5] };
 
 /// The decap node of every protocol (one per protocol and underlay family, one instance
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
-/// key (a key equal to the previous packet's is not looked up again: a frame from one
-/// tunnel costs one lookup; a new key's slot is prefetched when it is parsed), look the
+/// key (a packet of the last frame's last key is finished right away, its entry known; of
+/// the others, a key equal to the previous one's is not looked up again: a frame from one
+/// new tunnel costs one lookup; a new key's slot is prefetched when it is parsed), look the
 /// new keys up together (`DecapTable::lookup_frame`: the slots' keys compared, each
 /// hit's counters row and interface record prefetched, so with thousands of tunnels the
 /// cache misses of the frame overlap instead of stalling each packet), then
-/// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
-/// control plane reaches through [`table_of`].
+/// finish the packets left (none when the whole frame is the last frame's tunnel's). It
+/// owns the thread's (table, src, dst, key) → tunnel table, which the control plane
+/// reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
     /// The protocol's parse/finish.
     pub proto: P,
@@ -2107,38 +2198,93 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         // `keys[0]` is the last frame's last key and `found[0]` its result (or a key no
         // packet has, not found): the frame's new keys are `keys[1..new]`.
         (self.keys[0], self.found[0]) = self.last.unwrap_or((NO_TABLE_KEY, MISS));
-        // Pass 1: parse.
+        // The key whose result is known before the frame (the last frame's last) and its
+        // entry: a packet of it is finished in the parse pass (below).
+        let (known, hit) = (self.keys[0], self.table.entry(self.found[0]));
+        let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
+        let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
+        let hit_direct = hit.and_then(|e| l3_direct::<P>(l3, e));
+        let mut decapsulated = 0;
+        // The known tunnel's rx counts, added to its row once at the end of the frame.
+        let mut hit_rx = RxSum::default();
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
+        // Pass 1a: while the packets are the known key's (or malformed), each is finished
+        // as soon as it is parsed (a frame from the last frame's tunnel goes through in
+        // this one pass; unlike VPP's last-tunnel cache, which is per frame and serves
+        // every run, only the frame's leading run of the last frame's key); from the first
+        // packet of another key on (`j0`, its key and meta in `first`), passes 1b to 3 as
+        // before, so a frame of new keys (thousands of tunnels) runs as it did.
+        let (mut j0, mut first) = (0, None);
+        if let Some(e) = hit {
+            while let Some(&bi) = frame.get(j0) {
+                if let Some(&a) = ahead.get(j0) {
+                    arena.prefetch(a);
+                }
+                // SAFETY: the dispatcher hands this node exclusive ownership of every
+                // index in `frame`; each index appears once and the view lives for this
+                // iteration only.
+                let mut b = unsafe { arena.buffer(bi) };
+                match self.proto.parse(cx, &mut b) {
+                    Err(v) => self.nexts[j0] = verdict::<P>(cx, &mut b, v),
+                    Ok((k, m)) => {
+                        let k = pack(&k, P::IP6);
+                        if !same(&known.w, &k, P::IP6) {
+                            first = Some((k, m));
+                            break;
+                        }
+                        self.nexts[j0] = finish_hit(
+                            &mut self.proto,
+                            cx,
+                            &mut b,
+                            (m, &k),
+                            e,
+                            (l2, hit_direct),
+                            &mut hit_rx,
+                        );
+                    }
+                }
+                j0 += 1;
+            }
+        }
+        // Pass 1b: parse the rest; a key equal to the previous one's is not looked up again.
         let mut new = 1;
         // The previous parsed packet's key (`keys[new - 1]`, kept apart to be compared).
         let mut prev = self.keys[0];
-        for (j, &bi) in frame.iter().enumerate() {
+        // Packet `j` of key `k` (meta `m`) waits for pass 3.
+        macro_rules! defer {
+            ($j:expr, $k:expr, $m:expr) => {{
+                let (j, k) = ($j, $k);
+                self.metas[j] = $m;
+                if same(&prev.w, &k, P::IP6) {
+                    self.state[j] = SAME;
+                } else {
+                    self.state[j] = NEW;
+                    // An IPv4 key is two words (the rest stay as they are, unread).
+                    copy_key(&mut self.keys[new], &k, P::IP6);
+                    // The slot's line is on its way while the frame is parsed.
+                    self.homes[new] = self.table.start(&k, P::IP6);
+                    new += 1;
+                    copy_key(&mut prev, &k, P::IP6);
+                }
+            }};
+        }
+        let mut j1 = j0;
+        if let Some((k, m)) = first {
+            defer!(j0, k, m);
+            j1 += 1;
+        }
+        for (j, &bi) in frame.iter().enumerate().skip(j1) {
             if let Some(&a) = ahead.get(j) {
                 arena.prefetch(a);
             }
-            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once and the view lives for this iteration only.
+            // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             match self.proto.parse(cx, &mut b) {
                 Err(v) => {
                     self.state[j] = DONE;
                     self.nexts[j] = verdict::<P>(cx, &mut b, v);
                 }
-                Ok((k, m)) => {
-                    let k = pack(&k, P::IP6);
-                    self.metas[j] = m;
-                    if same(&prev.w, &k, P::IP6) {
-                        self.state[j] = SAME;
-                    } else {
-                        self.state[j] = NEW;
-                        // An IPv4 key is two words (the rest stay as they are, unread).
-                        copy_key(&mut self.keys[new], &k, P::IP6);
-                        // The slot's line is on its way while the frame is parsed.
-                        self.homes[new] = self.table.start(&k, P::IP6);
-                        new += 1;
-                        copy_key(&mut prev, &k, P::IP6);
-                    }
-                }
+                Ok((k, m)) => defer!(j, pack(&k, P::IP6), m),
             }
         }
         // Pass 2: the new keys' lookups, in stages over the frame.
@@ -2153,15 +2299,12 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 .table
                 .lookup_frame::<false>(keys, homes, found, to_l2, to_l3),
         }
-        // Pass 3: finish.
+        // Pass 3: finish the packets from `j0` on.
         // The packet's key is `keys[at]`, its result `r`.
         let (mut at, mut r) = (0, self.found[0]);
-        let mut decapsulated = 0;
-        let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
-        let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
         // The L3 tables of tunnel `l3_of`, computed once per tunnel change.
         let (mut l3_of, mut direct) = (MISS, None);
-        for (j, &bi) in frame.iter().enumerate() {
+        for (j, &bi) in frame.iter().enumerate().skip(j0) {
             match self.state[j] {
                 DONE => continue,
                 NEW => {
@@ -2172,62 +2315,53 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             }
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
-            let e = self.table.entry(r);
-            if b.hdr.is_traced() {
-                cx.trace(
-                    &b,
-                    DecapTrace {
-                        sw_if: e.map(|e| e.sw_if),
-                        key: self.keys.get(at).map_or(0, |k| k.w[0] as u32),
-                    },
-                );
-            }
             let m = self.metas[j];
-            self.nexts[j] = match e {
+            let key = self.keys.get(at).unwrap_or(&NO_TABLE_KEY);
+            self.nexts[j] = match self.table.entry(r) {
                 Some(e) => {
-                    let d = match l3 {
-                        Some((ifs, arcs)) => {
-                            if r != l3_of {
-                                l3_of = r;
-                                direct = (e.routed() && !e.l2() && e.next == arcs.eth).then(|| {
-                                    L3Direct {
-                                        fibs: match P::IP6 {
-                                            true => l3_fibs(ifs, e.sw_if),
-                                            false => e.fibs4(),
-                                        },
-                                        arcs,
-                                    }
-                                });
-                            }
-                            direct.filter(|_| !b.hdr.is_traced())
-                        }
-                        None => None,
-                    };
-                    match self.proto.finish(&mut b, m, e, d) {
-                        Ok(next) => {
-                            decapsulated += 1;
-                            match l2 {
-                                Some((t, (eth, to))) if next == eth => {
-                                    l2_direct(&mut b, t, e, to).unwrap_or(next).0
-                                }
-                                _ => next.0,
-                            }
-                        }
-                        Err(c) => verdict::<P>(cx, &mut b, Verdict::Drop(c)),
+                    if r != l3_of {
+                        l3_of = r;
+                        direct = l3_direct::<P>(l3, e);
                     }
+                    let mut rx = RxSum::default();
+                    let next = finish_hit(
+                        &mut self.proto,
+                        cx,
+                        &mut b,
+                        (m, key),
+                        e,
+                        (l2, direct),
+                        &mut rx,
+                    );
+                    if rx.packets != 0 {
+                        decapsulated += rx.packets;
+                        e.add_rx(rx);
+                    }
+                    next
                 }
                 None => {
-                    let k = self.keys.get(at).map_or(NO_KEY, |k| unpack(k, P::IP6));
+                    if b.hdr.is_traced() {
+                        let rec = DecapTrace {
+                            sw_if: None,
+                            key: key.w[0] as u32,
+                        };
+                        cx.trace(&b, rec);
+                    }
+                    let k = unpack(key, P::IP6);
                     let v = self.proto.miss(cx, &mut b, &k, m);
                     verdict::<P>(cx, &mut b, v)
                 }
             };
         }
+        if let Some(e) = hit.filter(|_| hit_rx.packets != 0) {
+            decapsulated += hit_rx.packets;
+            e.add_rx(hit_rx);
+        }
         if decapsulated != 0 {
             cx.count(P::DECAPSULATED, decapsulated);
         }
         if new > 1 {
-            self.last = Some((prev, r));
+            self.last = Some((prev, self.found[new - 1]));
         }
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
@@ -3040,7 +3174,10 @@ mod tests {
         for n in 2..40 {
             t.insert(key(n), &entry(100 + n), 0).unwrap();
         }
-        t.entry(t.lookup(&key(1))).unwrap().count_rx(100);
+        t.entry(t.lookup(&key(1))).unwrap().add_rx(RxSum {
+            packets: 1,
+            bytes: 100,
+        });
         let rx = sluice_vnet::interface::counter::RX_PACKETS;
         let bytes = sluice_vnet::interface::counter::RX_BYTES;
         assert_eq!((c.get(2, rx), c.get(2, bytes)), (1, 100));

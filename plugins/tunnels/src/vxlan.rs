@@ -174,8 +174,9 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
         ipl: u16,
         e: &DecapEntry,
         _: Option<tunnel::L3Direct>,
+        rx: &mut tunnel::RxSum,
     ) -> Result<Next, VxlanCounter> {
-        Ok(tunnel::decap_to(b, ipl as usize + UDP_VXLAN, e))
+        Ok(tunnel::decap_to(b, ipl as usize + UDP_VXLAN, e, rx))
     }
 }
 

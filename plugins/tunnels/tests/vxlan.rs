@@ -144,6 +144,27 @@ fn vxlan4_decap_exact_bytes_and_drops() {
     assert_eq!(in_use(&vm), 0);
 }
 
+/// Packet `j`: an inner frame (`inner[j]`) in VXLAN to pg0 with VNI `vnis[j]`, or for VNI 0
+/// with the I flag clear (`bad_flags`). The inner frames and the packets.
+fn vxlan_frames(vnis: &[u32], pg0: [u8; 6]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let inner: Vec<Vec<u8>> = (0..vnis.len())
+        .map(|i| inner_frame(H1, H2, 30 + i))
+        .collect();
+    let frames = vnis
+        .iter()
+        .zip(&inner)
+        .map(|(&v, i)| {
+            if v == 0 {
+                let mut f = vxlan_outer4(i, 5555, 13, pg0, false);
+                f[14 + 20 + 8] = 0;
+                return f;
+            }
+            vxlan_outer4(i, 5555, v, pg0, false)
+        })
+        .collect();
+    (inner, frames)
+}
+
 /// One frame of runs from two tunnels with malformed packets and unknown keys between
 /// them (a run continued after a malformed packet; the frame's first and last new keys
 /// differ), then a frame that starts with the last one's tunnel: each packet goes to its
@@ -161,18 +182,8 @@ fn vxlan4_decap_runs_of_tunnels_and_misses_in_one_frame() {
             "set interface l2 bridge vxlan_tunnel1 2",
         ],
     );
-    let inner: Vec<Vec<u8>> = (0..13).map(|i| inner_frame(H1, H2, 30 + i)).collect();
-    let mut noi = vxlan_outer4(&inner[2], 5555, 14, pg0, false);
-    noi[14 + 20 + 8] = 0;
     let vnis = [14, 13, 0, 13, 0, 14, 99, 99, 14, 13, 99, 13, 13];
-    let frames: Vec<Vec<u8>> = vnis
-        .iter()
-        .zip(&inner)
-        .map(|(&v, i)| match v {
-            0 => noi.clone(),
-            v => vxlan_outer4(i, 5555, v, pg0, false),
-        })
-        .collect();
+    let (inner, frames) = vxlan_frames(&vnis, pg0);
     let to_pg1 = |js: &[usize]| js.iter().map(|&j| inner[j].clone()).collect::<Vec<_>>();
     let out = run(&mut vm, &t, "pg0", "pg1", &frames, 5);
     assert_eq!(out, to_pg1(&[1, 3, 9, 11, 12]));
@@ -188,6 +199,137 @@ fn vxlan4_decap_runs_of_tunnels_and_misses_in_one_frame() {
     assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 10);
     assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 3);
     assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 2);
+    assert_eq!(in_use(&vm), 0);
+}
+
+/// A frame whose first packet is of the last frame's last tunnel is finished in the parse
+/// pass for that tunnel's packets (the known key) and in the finish pass for the others:
+/// packets of the known tunnel interleaved with another tunnel's, unknown VNIs and a
+/// malformed packet leave in order, each tunnel counting exactly its own packets and
+/// bytes, and nothing leaks.
+#[test]
+fn vxlan4_decap_known_tunnel_interleaved_with_others() {
+    let (mut vm, t, pg0) = setup(false);
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 14",
+            "set interface state vxlan_tunnel1 up",
+            "set interface l2 xconnect vxlan_tunnel1 pg1",
+            // Both tunnels the same path to pg1, so pg1 sends in packet order.
+            "set interface l2 xconnect vxlan_tunnel0 pg1",
+        ],
+    );
+    // The first frame ends on VNI 13: the second starts with the known key (finished as
+    // parsed, a malformed packet among them), then VNI 14 sends the rest to the lookup.
+    let vnis = [13, 13, 13, 0, 13, 14, 99, 13, 14, 14, 13, 99];
+    let (inner, frames) = vxlan_frames(&vnis, pg0);
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames[..2], 2);
+    assert_eq!(out, vec![inner[0].clone(), inner[1].clone()]);
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames[2..], 7);
+    let want: Vec<Vec<u8>> = [2, 4, 5, 7, 8, 9, 10]
+        .iter()
+        .map(|&j| inner[j].clone())
+        .collect();
+    assert_eq!(out, want);
+    let bytes = |js: &[usize]| js.iter().map(|&j| inner[j].len() as u64).sum::<u64>();
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 6);
+    assert_eq!(
+        if_counter(&vm, "vxlan_tunnel0", ifc::RX_BYTES),
+        bytes(&[0, 1, 2, 4, 7, 10])
+    );
+    assert_eq!(if_counter(&vm, "vxlan_tunnel1", ifc::RX_PACKETS), 3);
+    assert_eq!(
+        if_counter(&vm, "vxlan_tunnel1", ifc::RX_BYTES),
+        bytes(&[5, 8, 9])
+    );
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 9);
+    assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 2);
+    assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 1);
+    assert_eq!(in_use(&vm), 0);
+}
+
+/// The occupied slots of the main thread's `vxlan4-input` table. Reaching the table
+/// makes the node forget its last lookup, as every control-plane change does: ask only
+/// where that does not matter.
+fn decap4_slots(vm: &mut sluice_graph::Vlib) -> Vec<u32> {
+    use sluice_tunnels::{tunnel, vxlan};
+    let i = vm.registry.find(vxlan::INPUT4).unwrap();
+    let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let o = out.clone();
+    vm.foreach_thread(move |tg| {
+        if tg.thread() == 0 {
+            let tbl = tunnel::table_of::<vxlan::VxlanInput<false>>(tg, i).unwrap();
+            let used = (0..1024).filter(|&s| tbl.entry(s).is_some());
+            o.lock().unwrap().extend(used);
+        }
+    });
+    let v = out.lock().unwrap().clone();
+    v
+}
+
+/// The decap node keeps the last frame's last key and its slot across frames and finishes
+/// a packet of that key without a lookup: when the tunnel is deleted between two frames of
+/// its key, or its slot is then taken by another VNI's tunnel, the second frame's packets
+/// are `no_such_tunnel` — not decapsulated, not counted on the new tunnel.
+#[test]
+fn vxlan4_decap_tunnel_deleted_or_slot_reused_between_frames() {
+    let (mut vm, t, pg0) = setup(false);
+    let mk = |v: u32| format!("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni {v}");
+    let add = |vm: &mut sluice_graph::Vlib, v: u32| {
+        let name = cli(vm, &t, &mk(v)).trim().to_string();
+        clis(
+            vm,
+            &t,
+            &[
+                format!("set interface state {name} up"),
+                format!("set interface l2 bridge {name} 1"),
+            ],
+        );
+        name
+    };
+    // A VNI whose tunnel, alone in the table, takes VNI 13's slot (the hash is seeded at
+    // random per table; 8 slots, so a few tries).
+    let [s13] = decap4_slots(&mut vm)[..] else {
+        panic!("one tunnel, one slot")
+    };
+    cli(&mut vm, &t, &format!("{} del", mk(13)));
+    let other = (14..2000)
+        .find(|&v| {
+            cli(&mut vm, &t, &mk(v));
+            let s = decap4_slots(&mut vm);
+            cli(&mut vm, &t, &format!("{} del", mk(v)));
+            s == [s13]
+        })
+        .expect("a VNI homed in VNI 13's slot");
+    let (inner, frames) = vxlan_frames(&[13; 4], pg0);
+    let mut missed = 0;
+    // Deleted: a frame of VNI 13 goes out, after the delete the next one is all misses.
+    for reuse in [false, true] {
+        let name = add(&mut vm, 13);
+        let out = run(&mut vm, &t, "pg0", "pg1", &frames, 4);
+        assert_eq!(out, inner, "reuse {reuse}");
+        assert_eq!(if_counter(&vm, &name, ifc::RX_PACKETS), 4, "reuse {reuse}");
+        cli(&mut vm, &t, &format!("{} del", mk(13)));
+        // Reused: another VNI's tunnel, up in the same bridge, now in VNI 13's slot.
+        let new = reuse.then(|| add(&mut vm, other));
+        let out = run(&mut vm, &t, "pg0", "pg1", &frames, 1);
+        missed += 4;
+        assert_eq!(out, Vec::<Vec<u8>>::new(), "reuse {reuse}");
+        assert_eq!(
+            counter(&vm, "vxlan4-input", "no_such_tunnel"),
+            missed,
+            "reuse {reuse}"
+        );
+        // Each round decapsulates its first frame only.
+        assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), missed);
+        if let Some(new) = new {
+            assert_eq!(if_counter(&vm, &new, ifc::RX_PACKETS), 0);
+            assert_eq!(if_counter(&vm, &new, ifc::RX_BYTES), 0);
+            assert_eq!(decap4_slots(&mut vm), [s13]);
+        }
+    }
     assert_eq!(in_use(&vm), 0);
 }
 
