@@ -272,6 +272,9 @@ fn run_case_with(
 
 /// Runs the IPv4 FIB-scale benchmark.
 pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let mut names = vec!["1 route"];
+    names.extend(NEXT_HOP_CASES.map(|c| c.0));
+    crate::check_only(o, &names, false);
     let dir = crate::inputs_dir(o, "sluice-bench");
     // `--only <name>`: the cases whose name contains it, the next-hop cases among them.
     let only = |name: &str| o.only.as_ref().is_none_or(|w| name.contains(w.as_str()));
