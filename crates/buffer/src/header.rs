@@ -63,7 +63,9 @@ pub struct L2Meta {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct IpMeta {
-    /// Offset of the L3 header relative to the data start.
+    /// Offset of the L3 header relative to the data start. Set where it is known and may
+    /// be wanted later (GSO's segments, tunnel decap); `ethernet-input` does not set it:
+    /// the IP nodes after it find the L3 header at `current_data`.
     pub l3_hdr_offset: i16,
     /// Offset of the L4 header relative to the data start.
     pub l4_hdr_offset: i16,
