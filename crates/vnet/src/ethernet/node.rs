@@ -2,9 +2,8 @@
 //!
 //! - uses: `rx_if`; reads the interface MAC from the shared attribute table.
 //! - sets: `l2.l2_hdr_offset`, `ip.fib_index` (the rx interface's IPv4 or IPv6 table);
-//!   advances `current_data` to the L3 header. Not `ip.l3_hdr_offset`: the next nodes find
-//!   the L3 header at `current_data` and no node reads the field (its store was one
-//!   instruction a packet).
+//!   advances `current_data` to the L3 header, where the next nodes find it (the buffer
+//!   has no L3 offset field: the former `ip.l3_hdr_offset` was not set here and is gone).
 //!   A frame tagged for a VLAN sub-interface (802.1Q, 802.1ad/0x9100 outer with optional
 //!   802.1Q inner) gets `rx_if` = the sub-interface and its tags removed (the MACs move up),
 //!   then is classified like an untagged frame of that interface.
