@@ -136,6 +136,52 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     if o.only.as_deref() == Some(REBUILD_LABEL) {
         return bench_rebuild(o, out, json);
     }
+    let sizes: &[usize] = if o.quick && o.only.is_none() {
+        &[1, 100, 1000]
+    } else {
+        &[1, 100, 1000, 10_000]
+    };
+    let near: u8 = std::env::var("SLUICE_BENCH_ACL_NEAR")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // (label, rules, kind, flows, TCP); the rule text and the flows' pcap are made only
+    // for the cases that run.
+    let mut cases: Vec<(String, usize, Kind, usize, bool)> = sizes
+        .iter()
+        .map(|&n| (n.to_string(), n, Kind::Stateless, FLOWS, false))
+        .collect();
+    // SLUICE_BENCH_ACL_FLOWS: the `stateful` case's flow count (the look-ahead's threshold
+    // measured between 4k and 100k sessions); its row and JSON key then say the count.
+    let flows_knob = crate::env_usize("SLUICE_BENCH_ACL_FLOWS");
+    let stateful_flows = flows_knob.unwrap_or(FLOWS);
+    cases.push(("stateful".into(), 1, Kind::Stateful, stateful_flows, false));
+    // TCP's per-packet state check (the segment read, the window check, the flags
+    // recorded) on the session-hit path.
+    cases.push((TCP_LABEL.into(), 1, Kind::Stateful, FLOWS, true));
+    cases.extend(
+        sizes
+            .iter()
+            .filter(|&&n| n > 1)
+            .map(|&n| (format!("stateful-{n}"), n, Kind::Stateful, FLOWS, false)),
+    );
+    // Issue 14's operating point: 100k tracked flows behind 10k rules (only on request:
+    // its warm-up creates the 100k sessions); and its denial path.
+    if o.only.as_deref() == Some(BIG_LABEL) {
+        cases.push((BIG_LABEL.into(), 10_000, Kind::Stateful, BIG_FLOWS, false));
+    }
+    if o.only.as_deref() == Some(MISS_LABEL) {
+        cases.push((MISS_LABEL.into(), 10_000, Kind::Miss, FLOWS, false));
+    }
+    // `--only` is exact here: a label that names no case (a typo in a quiet row) stops
+    // the run rather than printing an empty table.
+    let mut labels: Vec<&str> = cases.iter().map(|c| c.0.as_str()).collect();
+    for l in [BIG_LABEL, MISS_LABEL, REBUILD_LABEL] {
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    crate::check_only(o, &labels, true);
     let dir = std::env::temp_dir().join(format!("sluice-bench-acl-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     // Removed however the function ends: a case's checks panic (unwinding) on a wrong path.
@@ -179,43 +225,6 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     );
     let _ = writeln!(out, "|{}", "---|".repeat(8));
     let mut base = None;
-    let sizes: &[usize] = if o.quick && o.only.is_none() {
-        &[1, 100, 1000]
-    } else {
-        &[1, 100, 1000, 10_000]
-    };
-    let near: u8 = std::env::var("SLUICE_BENCH_ACL_NEAR")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    // (label, rules, kind, flows, TCP); the rule text and the flows' pcap are made only
-    // for the cases that run.
-    let mut cases: Vec<(String, usize, Kind, usize, bool)> = sizes
-        .iter()
-        .map(|&n| (n.to_string(), n, Kind::Stateless, FLOWS, false))
-        .collect();
-    // SLUICE_BENCH_ACL_FLOWS: the `stateful` case's flow count (the look-ahead's threshold
-    // measured between 4k and 100k sessions); its row and JSON key then say the count.
-    let flows_knob = crate::env_usize("SLUICE_BENCH_ACL_FLOWS");
-    let stateful_flows = flows_knob.unwrap_or(FLOWS);
-    cases.push(("stateful".into(), 1, Kind::Stateful, stateful_flows, false));
-    // TCP's per-packet state check (the segment read, the window check, the flags
-    // recorded) on the session-hit path.
-    cases.push((TCP_LABEL.into(), 1, Kind::Stateful, FLOWS, true));
-    cases.extend(
-        sizes
-            .iter()
-            .filter(|&&n| n > 1)
-            .map(|&n| (format!("stateful-{n}"), n, Kind::Stateful, FLOWS, false)),
-    );
-    // Issue 14's operating point: 100k tracked flows behind 10k rules (only on request:
-    // its warm-up creates the 100k sessions); and its denial path.
-    if o.only.as_deref() == Some(BIG_LABEL) {
-        cases.push((BIG_LABEL.into(), 10_000, Kind::Stateful, BIG_FLOWS, false));
-    }
-    if o.only.as_deref() == Some(MISS_LABEL) {
-        cases.push((MISS_LABEL.into(), 10_000, Kind::Miss, FLOWS, false));
-    }
     for (label, n, kind, flows, tcp) in cases {
         let stateful = kind == Kind::Stateful;
         // `--only <rules>|stateful|stateful-<rules>|stateful-100k-flows`: that case alone

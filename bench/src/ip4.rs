@@ -270,8 +270,18 @@ fn run_case_with(
     }
 }
 
+/// The `--features` case's name.
+const FEATURES_CASE: &str = "1 route, 2 counter features";
+
 /// Runs the IPv4 FIB-scale benchmark.
 pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let mut names = vec!["1 route"];
+    names.extend(NEXT_HOP_CASES.map(|c| c.0));
+    if o.features {
+        // Runs whatever `--only` says.
+        names.push(FEATURES_CASE);
+    }
+    crate::check_only(o, &names, false);
     let dir = crate::inputs_dir(o, "sluice-bench");
     // `--only <name>`: the cases whose name contains it, the next-hop cases among them.
     let only = |name: &str| o.only.as_ref().is_none_or(|w| name.contains(w.as_str()));
@@ -282,7 +292,7 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let with_features = o.features.then(|| {
         run_case_with(
             o,
-            "1 route, 2 counter features",
+            FEATURES_CASE,
             vec![(0x1400_0000, 8)],
             &dir,
             &FEATURES,

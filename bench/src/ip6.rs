@@ -238,6 +238,8 @@ fn selected_tables(o: &crate::Opts) -> Vec<(&'static str, Vec<(u128, u8)>)> {
     let mut t = tables(o.quick);
     if let Some(only) = &o.only {
         t.extend(host_tables());
+        let names: Vec<&str> = t.iter().map(|c| c.0).collect();
+        crate::check_only(o, &names, false);
         t.retain(|(name, _)| name.contains(only.as_str()));
     }
     t
@@ -334,6 +336,7 @@ fn lookup_vector(t: &sluice_fib::ip6::Ip6Table, addrs: &[[u8; 16]], out: &mut [u
 
 /// Runs the IPv6 FIB-scale benchmark.
 pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let tables = selected_tables(o);
     let dir = crate::inputs_dir(o, "sluice-bench6");
     if !o.quick && crate::real_table_lines().is_none() {
         let _ = writeln!(
@@ -341,7 +344,7 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             "(real table not found: the real-table cases did not run)\n"
         );
     }
-    let cases: Vec<Case> = selected_tables(o)
+    let cases: Vec<Case> = tables
         .into_iter()
         .map(|(name, routes)| run_case(o, name, routes, &dir))
         .collect();

@@ -126,6 +126,14 @@ fn run(
 
 /// Runs the L2 benchmarks.
 pub fn bench_l2(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let mut names = vec!["xconnect", "bridge, 1 MAC"];
+    if !o.quick {
+        names.extend([
+            "bridge, 1M MACs",
+            "bridge, learning flood (new source MACs)",
+        ]);
+    }
+    crate::check_only(o, &names, false);
     let dir = crate::inputs_dir(o, "sluice-bench-l2");
     let _ = writeln!(out, "## L2 forwarding, one core, 64-byte frames\n");
     let _ = writeln!(

@@ -179,6 +179,34 @@ pub(crate) fn build_pool(workers: usize, shared: bool) -> (Vlib, CommandTree<Vli
     (a.vm, a.cli)
 }
 
+/// `--only <w>` against the cases a benchmark can run with these options: when no name
+/// contains `w` (is `w`, when `exact`) the benchmark stops with exit code 2, naming `w` and
+/// listing the cases, rather than print an empty table (its ratios NaN). `engine` runs
+/// several benchmarks, each taking what matches: no check there.
+pub(crate) fn check_only(o: &Opts, cases: &[&str], exact: bool) {
+    let Some(w) = o.only.as_deref() else { return };
+    if o.what == "engine" {
+        return;
+    }
+    if cases
+        .iter()
+        .any(|c| if exact { *c == w } else { c.contains(w) })
+    {
+        return;
+    }
+    let how = if exact { "is" } else { "contains" };
+    eprintln!(
+        "sluice-bench {}: --only {w:?} matches no case (no case name {how} it); the cases: {}",
+        o.what,
+        cases
+            .iter()
+            .map(|c| format!("{c:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    std::process::exit(2);
+}
+
 /// A numeric environment knob of the benchmark (`None` when unset). A value that is not a
 /// number stops the benchmark: a mistyped knob would otherwise measure the default quietly.
 pub(crate) fn env_usize(name: &str) -> Option<usize> {

@@ -59,12 +59,6 @@ impl Case {
 /// Runs the memif loop at 64 and 1500 bytes, master -> slave and slave -> master, copy and
 /// zero-copy (`--only <case name>`: one of them, e.g. `--only 64` or `--only "64 zc s2m"`).
 pub fn bench_memif(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
-    let dir = crate::inputs_dir(o, "sluice-bench-memif");
-    let _ = writeln!(
-        out,
-        "## memif loop in one process (one core)\n\ncase: size, `zc` = the slave is zero-copy, `s2m` = the slave sends (else the master)\n\n| case | Mpps min | median | max | {} |\n|---|---|---|---|---|---|---|---|",
-        PATH.join(" | ")
-    );
     let mut cases = Vec::new();
     for s2m in [false, true] {
         for zc in [false, true] {
@@ -73,6 +67,18 @@ pub fn bench_memif(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             }
         }
     }
+    let names: Vec<String> = cases.iter().map(Case::name).collect();
+    crate::check_only(
+        o,
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        true,
+    );
+    let dir = crate::inputs_dir(o, "sluice-bench-memif");
+    let _ = writeln!(
+        out,
+        "## memif loop in one process (one core)\n\ncase: size, `zc` = the slave is zero-copy, `s2m` = the slave sends (else the master)\n\n| case | Mpps min | median | max | {} |\n|---|---|---|---|---|---|---|---|",
+        PATH.join(" | ")
+    );
     for c in cases {
         let name = c.name();
         if o.only.as_ref().is_some_and(|w| *w != name) {

@@ -310,13 +310,22 @@ fn base_case(o: &crate::Opts, n: u32, dir: &std::path::Path) -> ((f64, f64, f64)
 
 /// Runs the NAT44-ED benchmark.
 pub fn bench_nat(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
-    let dir = std::env::temp_dir().join(format!("sluice-bench-nat-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
     let sizes: &[u32] = if o.quick && o.only.is_none() {
         &[1_000, 100_000]
     } else {
         &[1_000, 100_000, 1_000_000]
     };
+    let names: Vec<String> = sizes
+        .iter()
+        .flat_map(|n| [format!("{n} in2out"), format!("{n} out2in")])
+        .collect();
+    crate::check_only(
+        o,
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        false,
+    );
+    let dir = std::env::temp_dir().join(format!("sluice-bench-nat-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
     let _ = writeln!(
         out,
         "## NAT44-ED, one core, 64-byte UDP frames, established sessions visited in shuffled order\n"

@@ -279,6 +279,39 @@ fn vxlan_decap(
 
 /// Runs the tunnel benchmarks.
 pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let n = std::env::var("SLUICE_BENCH_TUNNELS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000u32);
+    // The case names below (`case` and the per-protocol functions match `--only` by
+    // substring against them), so that a string matching none stops the run.
+    let mut names: Vec<String> = [
+        "vxlan encap",
+        "vxlan decap, 1 tunnel",
+        "vxlan6 decap, 1 tunnel",
+    ]
+    .map(String::from)
+    .to_vec();
+    let l3 = ["gre", "ipip", "gtpu"];
+    names.extend(
+        l3.iter()
+            .flat_map(|p| [format!("{p} encap"), format!("{p} decap")]),
+    );
+    if !o.quick {
+        names.extend(["vxlan", "vxlan6"].map(|p| format!("{p} decap, {n} tunnels")));
+        names.extend(l3.iter().flat_map(|p| {
+            [
+                format!("{p} encap, {n} tunnels"),
+                format!("{p} decap, {n} tunnels"),
+            ]
+        }));
+    }
+    names.extend(["srv6 t.encaps", "srv6 end.dx4"].map(String::from));
+    crate::check_only(
+        o,
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        false,
+    );
     // `--keep-inputs DIR` keeps each case's pcap (`<case>.pcap`) for VPP's side of
     // `scripts/tunnel-bench.sh --vpp`.
     let dir = crate::inputs_dir(o, "sluice-bench-tunnel");
@@ -312,10 +345,6 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         ];
         case(o, "vxlan encap", vm, &t, &frames, &path, &dir, out, json);
     }
-    let n = std::env::var("SLUICE_BENCH_TUNNELS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000u32);
     // VXLAN decap over IPv4, then IPv6: 1 tunnel, then (not with --quick) n.
     for (proto, v6) in [("vxlan", false), ("vxlan6", true)] {
         let one = vxlan_decap(o, 1, v6, &dir, out, json);

@@ -63,8 +63,13 @@ pub struct L2Meta {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct IpMeta {
-    /// Offset of the L3 header relative to the data start.
-    pub l3_hdr_offset: i16,
+    /// Reserved: the two bytes of the former `l3_hdr_offset`, kept so the layout does not
+    /// move. Nothing set that field on the main path (`ethernet-input`), and with no
+    /// validity flag (VPP's `L3_HDR_OFFSET_VALID`) a reader would have got the L2 header's
+    /// offset without notice; the IP nodes find the L3 header at `current_data`. A node
+    /// that needs an L3 offset kept across nodes must add a field and set it on every
+    /// path into itself.
+    _reserved0: i16,
     /// Offset of the L4 header relative to the data start.
     pub l4_hdr_offset: i16,
     /// FIB table index for the lookup.
@@ -166,7 +171,7 @@ impl BufferHeader {
             feature_bitmap: 0,
         },
         ip: IpMeta {
-            l3_hdr_offset: 0,
+            _reserved0: 0,
             l4_hdr_offset: 0,
             fib_index: 0,
             adj_index: 0,

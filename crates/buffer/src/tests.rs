@@ -225,6 +225,36 @@ fn fixed_size_views_keep_bounds() {
 }
 
 #[test]
+fn head_windows_end_at_the_buffer_end() {
+    // `head`'s bound as a window end: a start below it fits, one at it does not, and a
+    // buffer shorter than the window has none.
+    assert_eq!(Buffer::window_end::<4>(10), 7);
+    assert_eq!(Buffer::window_end::<4>(4), 1);
+    assert_eq!(Buffer::window_end::<4>(3), 0);
+    assert_eq!(Buffer::window_end::<4>(0), 0);
+    let p = pool(2);
+    let mut c = p.cache();
+    let b = c.alloc_one().unwrap();
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
+    let mut v = unsafe { p.buffer(b) };
+    let size = v.data_size() as i16;
+    v.hdr.current_length = 4;
+    // The last four bytes of the data area: the window ends at the buffer's end.
+    v.hdr.current_data = size - 4;
+    v.data_mut().copy_from_slice(&[1, 2, 3, 4]);
+    assert_eq!(v.head::<4>(), Some(&[1, 2, 3, 4]));
+    assert_eq!(v.head_mut::<4>(), Some(&mut [1, 2, 3, 4]));
+    // One byte later the window would pass the end.
+    v.hdr.current_data = size - 3;
+    assert_eq!(v.head::<4>(), None);
+    assert_eq!(v.head_mut::<4>(), None);
+    assert_eq!(v.head::<3>(), Some(&[2, 3, 4]));
+    v.hdr.current_data = 0;
+    c.free(&[b]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
 fn prepend_head_in_boundaries() {
     type L = HeadLen<4, 10>;
     // Lengths: from N - P = 6 to the maximum, never above u16::MAX - P.

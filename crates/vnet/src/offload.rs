@@ -690,7 +690,6 @@ pub fn segment_chain(
         if rewind > 0 {
             v.hdr.l2.l2_hdr_offset = 0;
             v.advance(rewind);
-            v.hdr.ip.l3_hdr_offset = v.hdr.current_data;
         }
     }
     let done = first + nseg == g.segments();

@@ -14,7 +14,7 @@
 //!   for protocol 47); `ip.fib_index`.
 //! - sets: strips outer IP/GRE headers (an L3 payload gets an Ethernet header to the
 //!   tunnel's MAC for `ethernet-input`); `rx_if` = the tunnel; the tunnel's rx counters; on
-//!   the direct L3 path also what `ethernet-input` would: `ip.fib_index`, `ip.l3_hdr_offset`,
+//!   the direct L3 path also what `ethernet-input` would: `ip.fib_index`,
 //!   `l2.l2_hdr_offset`, `L2_TO_BVI`/`LOCALLY_ORIGINATED` cleared (`tunnel::decap_l3`).
 //! - next: `drop` (`error-drop`); the tunnel's decap next (`ethernet-input`); `ip4-input`/`ip6-input`
 //!   for an untraced IP packet of an up L3 tunnel (`tunnel::decap_l3`: `ip.fib_index` = the

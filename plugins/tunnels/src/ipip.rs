@@ -16,7 +16,7 @@
 //!   for protocols 4 and 41); `ip.fib_index`.
 //! - sets: strips the outer IP header, puts an Ethernet header to the tunnel's MAC in front
 //!   of the inner packet; `rx_if` = the tunnel; the tunnel's rx counters; on the direct L3
-//!   path also what `ethernet-input` would: `ip.fib_index`, `ip.l3_hdr_offset`,
+//!   path also what `ethernet-input` would: `ip.fib_index`,
 //!   `l2.l2_hdr_offset`, `L2_TO_BVI`/`LOCALLY_ORIGINATED` cleared (`tunnel::decap_l3`).
 //! - next: `drop` (`error-drop`); `ethernet-input`; `ip4-input`/`ip6-input`
 //!   for an untraced IP packet of an up L3 tunnel (`tunnel::decap_l3`: `ip.fib_index` = the

@@ -1638,7 +1638,7 @@ pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry, rx: &mut RxSum) ->
 /// [`DecapFrame`] decides it once per tunnel per frame) the packet goes straight to
 /// `ip4-input`/`ip6-input` instead, with what `ethernet-input` would have set: the header
 /// written in the last 14 bytes of the outer headers and stripped (`l2.l2_hdr_offset`, for
-/// a punt), `ip.l3_hdr_offset`, `ip.fib_index` = the tunnel's table of that family.
+/// a punt), `ip.fib_index` = the tunnel's table of that family.
 /// An `et` other than IPv4's or IPv6's goes through `ethernet-input`, which drops it as
 /// `unknown_ethertype`: unreachable today (GRE and IP-in-IP pass only those two, from
 /// [`inner_et`], GTP-U from the inner version nibble), so untested; it keeps a future
@@ -1667,9 +1667,7 @@ pub fn decap_l3(
             h[6..12].fill(0);
             h[12..14].copy_from_slice(&et.to_be_bytes());
             b.advance(n);
-            let l3 = b.hdr.current_data;
-            b.hdr.l2.l2_hdr_offset = l3 - 14;
-            b.hdr.ip.l3_hdr_offset = l3;
+            b.hdr.l2.l2_hdr_offset = b.hdr.current_data - 14;
             b.hdr.ip.fib_index = fib;
             b.hdr.rx_if = e.sw_if;
             // What `ethernet-input` clears on the way it skips (the outer packet may have

@@ -1,8 +1,9 @@
 //! `ethernet-input`: classifies frames by EtherType and strips the Ethernet header.
 //!
 //! - uses: `rx_if`; reads the interface MAC from the shared attribute table.
-//! - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`, `ip.fib_index` (the rx interface's IPv4
-//!   or IPv6 table); advances `current_data` to the L3 header.
+//! - sets: `l2.l2_hdr_offset`, `ip.fib_index` (the rx interface's IPv4 or IPv6 table);
+//!   advances `current_data` to the L3 header, where the next nodes find it (the buffer
+//!   has no L3 offset field: the former `ip.l3_hdr_offset` was not set here and is gone).
 //!   A frame tagged for a VLAN sub-interface (802.1Q, 802.1ad/0x9100 outer with optional
 //!   802.1Q inner) gets `rx_if` = the sub-interface and its tags removed (the MACs move up),
 //!   then is classified like an untagged frame of that interface.
@@ -326,7 +327,6 @@ impl EthernetInput {
         cx.count(EthCounter::OsiPunted, 1);
         b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
         b.advance(HEADER_LEN);
-        b.hdr.ip.l3_hdr_offset = b.hdr.current_data;
         EthNext::Punt.next()
     }
 
@@ -491,7 +491,6 @@ impl PacketNode for EthernetInput {
         b.hdr.l2.l2_hdr_offset = l2;
         b.hdr.current_data = l2 + HEADER_LEN as i16;
         b.hdr.current_length -= HEADER_LEN as u16;
-        b.hdr.ip.l3_hdr_offset = l2 + HEADER_LEN as i16;
         next
     }
 }
@@ -571,7 +570,6 @@ fn strip_l3(b: &mut Buffer<'_>, fib: u32) {
     b.hdr.l2.l2_hdr_offset = l2;
     b.hdr.current_data = l2 + HEADER_LEN as i16;
     b.hdr.current_length -= HEADER_LEN as u16;
-    b.hdr.ip.l3_hdr_offset = l2 + HEADER_LEN as i16;
 }
 
 /// A run of packets that all take one arc of the L3 fast path: [`fast_one`]'s tests with

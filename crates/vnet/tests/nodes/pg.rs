@@ -260,7 +260,6 @@ fn pg_input_headers_are_the_template_whatever_the_buffers_held_before() {
                 h.l2.feature_bitmap = 0xffff;
                 h.ip.adj_index = 42;
                 h.ip.fib_index = 4;
-                h.ip.l3_hdr_offset = 14;
                 h.handoff_thread = 2;
                 h.gso_size = 1400;
                 h.gso_type = 1;
