@@ -22,7 +22,10 @@
 //! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
 //!   checksum, the GRE/IP-in-IP protocol of an L3 payload); `ip.fib_index` = the underlay
-//!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag.
+//!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag on the
+//!   `lookup` arc only: the outer TTL / hop limit is kept there, while a stacked packet
+//!   carries one more than the wire's for the rewrite node's fast path to decrement
+//!   ([`EncapEntry::hop`]).
 //! - next: `rewrite` (`ip4-rewrite` or `ip6-rewrite`, `ip.adj_index` set: stacked on the
 //!   underlay's adjacency — the encap looks the tunnel's destination up in the underlay
 //!   table, `stacked`, and when that is a single resolved neighbour the packet skips the
@@ -176,6 +179,13 @@ pub struct EncapEntry {
     pub ip6: bool,
     /// What the rewrite carries.
     pub kind: Kind,
+    /// 1 when `rewrite` carries the outer TTL / hop limit one above what the packet leaves
+    /// with (0 for a TTL of 255): `ip4-rewrite`/`ip6-rewrite` decrement it on their fast
+    /// path, which takes no `LOCALLY_ORIGINATED` packet (the flag keeps the TTL and costs
+    /// their checked path, ~50 instructions a packet). The encap sends a stacked packet
+    /// without the flag; one for the lookup arc gets its TTL back and the flag (a local
+    /// destination must not be taken for a spoofed source by `ip4-local`).
+    pub hop: u8,
     /// The outer headers, lengths and checksums zero.
     pub rewrite: [u8; MAX_REWRITE],
 }
@@ -213,9 +223,17 @@ impl EncapEntry {
     pub fn new(rw: &[u8], ip6: bool, kind: Kind, fib_index: u32) -> Self {
         let mut rewrite = [0u8; MAX_REWRITE];
         rewrite[..rw.len()].copy_from_slice(rw);
-        let ip4_sum = if ip6 { 0 } else { checksum::sum(&rw[..20]) };
+        let ttl = &mut rewrite[if ip6 { 7 } else { 8 }];
+        let hop = u8::from(rw.len() >= if ip6 { 40 } else { 20 } && *ttl < 255);
+        *ttl += hop;
+        let ip4_sum = if ip6 {
+            0
+        } else {
+            checksum::sum(&rewrite[..20])
+        };
         EncapEntry {
             rewrite,
+            hop,
             len: rw.len() as u8,
             ip6,
             kind,
@@ -395,6 +413,35 @@ mod encap_entry_tests {
         n.set(4, None);
         assert!(n.table.get(3).is_some() && n.table.get(4).is_none());
     }
+
+    /// The entry's rewrite carries the outer TTL / hop limit one above the wire's (the
+    /// rewrite node's fast path decrements it), its IPv4 checksum sum over that header;
+    /// a TTL of 255 cannot be raised (`hop` 0: never stacked).
+    #[test]
+    fn rewrite_ttl_one_above_the_wire() {
+        let mut rw = Vec::new();
+        outer_ip(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            47,
+            &mut rw,
+        );
+        let e = EncapEntry::new(&rw, false, Kind::Gre { teb: false }, 0);
+        assert_eq!((e.hop, rw[8], e.rewrite[8]), (1, 64, 65));
+        assert_eq!(e.ip4_sum, checksum::sum(&e.rewrite[..20]));
+        rw[8] = 255;
+        let e = EncapEntry::new(&rw, false, Kind::Gre { teb: false }, 0);
+        assert_eq!((e.hop, e.rewrite[8]), (0, 255));
+        let mut rw = Vec::new();
+        outer_ip(
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+            4,
+            &mut rw,
+        );
+        let e = EncapEntry::new(&rw, true, Kind::Ipip, 0);
+        assert_eq!((e.hop, rw[7], e.rewrite[7]), (1, 64, 65));
+    }
 }
 
 /// The forwarding read side of an underlay family (its FIB, adjacencies), shared with
@@ -571,6 +618,32 @@ fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
     }
 }
 
+/// An encapsulated packet for the lookup arc, which keeps its outer TTL / hop limit: the
+/// wire's TTL back (the rewrite's less `hop`,
+/// the IPv4 checksum again) and the `LOCALLY_ORIGINATED` flag, which keeps it in
+/// `ip4-rewrite`/`ip6-rewrite` and tells `ip4-local` the router's own source is no spoof.
+#[cold]
+#[inline(never)]
+fn keep_ttl(b: &mut Buffer<'_>, ip6: bool, hop: u8) {
+    b.hdr.flags |= LOCALLY_ORIGINATED;
+    let d = b.data_mut();
+    match ip6 {
+        true => {
+            if let Some(t) = d.get_mut(7) {
+                *t = t.wrapping_sub(hop);
+            }
+        }
+        false => {
+            if let Some(h) = d.get_mut(..20) {
+                h[8] = h[8].wrapping_sub(hop);
+                h[10..12].fill(0);
+                let cs = checksum::internet_checksum(h);
+                h[10..12].copy_from_slice(&cs.to_be_bytes());
+            }
+        }
+    }
+}
+
 impl Encap {
     /// Encapsulates packet `b` for its tunnel (`tx_if`): its next arc. `now`: the FIB
     /// change count read at the start of the frame.
@@ -611,8 +684,8 @@ impl Encap {
             // again only when the FIB changed since the entry's last lookup.
             if e.stack_at != now {
                 e.stack = match &self.underlay {
-                    Some(u) => stacked(u, e).unwrap_or(NO_ADJ),
-                    None => NO_ADJ,
+                    Some(u) if e.hop != 0 => stacked(u, e).unwrap_or(NO_ADJ),
+                    _ => NO_ADJ,
                 };
                 e.stack_at = now;
             }
@@ -674,7 +747,6 @@ impl Encap {
             _ => {}
         }
         b.hdr.ip.fib_index = fib;
-        b.hdr.flags |= LOCALLY_ORIGINATED;
         cx.count(c::Encapsulated, 1);
         if b.hdr.is_traced() {
             cx.trace(
@@ -685,12 +757,18 @@ impl Encap {
                 },
             );
         }
+        // The rewrite's TTL is `hop` above the wire's, for the rewrite node to decrement
+        // (`EncapEntry::hop`): a stacked packet leaves as it is, without the flag (an entry
+        // without `hop` is never stacked).
         match adj {
             Some(a) => {
                 b.hdr.ip.adj_index = a;
                 EncapNext::Rewrite.into()
             }
-            None => EncapNext::Lookup.into(),
+            None => {
+                keep_ttl(b, ip6, e.hop);
+                EncapNext::Lookup.into()
+            }
         }
     }
 }
@@ -2504,7 +2582,10 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         let made = group_adjacency(vm, i, a.dst)
             .and_then(|adj| group_route(vm, true, a.dst, a.table_id, fib_index).map(|_| adj));
         match made {
-            Ok(adj) => entry.adj = adj,
+            // Without `hop` (the rewrite's TTL could not be raised) the packet keeps its
+            // TTL only through the lookup arc: such an entry is never stacked.
+            Ok(adj) if entry.hop != 0 => entry.adj = adj,
+            Ok(_) => {}
             Err(e) => {
                 sluice_vnet::loopback::delete_interface(vm, sw);
                 return Err(e);
