@@ -22,10 +22,10 @@
 //! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
 //!   checksum, the GRE/IP-in-IP protocol of an L3 payload); `ip.fib_index` = the underlay
-//!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag on the
-//!   `lookup` arc only: the outer TTL / hop limit is kept there, while a stacked packet
-//!   carries one more than the wire's for the rewrite node's fast path to decrement
-//!   ([`EncapEntry::hop`]).
+//!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag set on the
+//!   `lookup` arc (the outer TTL / hop limit is kept there) and cleared on the `rewrite`
+//!   arc (also when the inner packet carried it): a stacked packet carries one more than
+//!   the wire's for the rewrite node's fast path to decrement ([`EncapEntry::hop`]).
 //! - next: `rewrite` (`ip4-rewrite` or `ip6-rewrite`, `ip.adj_index` set: stacked on the
 //!   underlay's adjacency — the encap looks the tunnel's destination up in the underlay
 //!   table, `stacked`, and when that is a single resolved neighbour the packet skips the
@@ -758,10 +758,12 @@ impl Encap {
             );
         }
         // The rewrite's TTL is `hop` above the wire's, for the rewrite node to decrement
-        // (`EncapEntry::hop`): a stacked packet leaves as it is, without the flag (an entry
-        // without `hop` is never stacked).
+        // (`EncapEntry::hop`): a stacked packet leaves as it is, without the flag — also
+        // one the inner packet carried (a ping, an ICMP error, the host stack), else the
+        // rewrite node would keep the 65 (an entry without `hop` is never stacked).
         match adj {
             Some(a) => {
+                b.hdr.flags &= !LOCALLY_ORIGINATED;
                 b.hdr.ip.adj_index = a;
                 EncapNext::Rewrite.into()
             }
