@@ -418,27 +418,22 @@ mod encap_entry_tests {
         assert!(n.table.get(3).is_some() && n.table.get(4).is_none());
     }
 
+    /// `outer_ip`'s header for `src` → `dst` carrying `proto`.
+    fn outer(src: &str, dst: &str, proto: u8) -> Vec<u8> {
+        let mut rw = Vec::new();
+        outer_ip(src.parse().unwrap(), dst.parse().unwrap(), proto, &mut rw);
+        rw
+    }
+
     /// The entry's rewrite carries the outer TTL / hop limit one above the wire's (the
     /// rewrite node's fast path decrements it), its IPv4 checksum sum over that header.
     #[test]
     fn rewrite_ttl_one_above_the_wire() {
-        let mut rw = Vec::new();
-        outer_ip(
-            "10.0.0.1".parse().unwrap(),
-            "10.0.0.2".parse().unwrap(),
-            47,
-            &mut rw,
-        );
+        let rw = outer("10.0.0.1", "10.0.0.2", 47);
         let e = EncapEntry::new(&rw, false, Kind::Gre { teb: false }, 0);
         assert_eq!((rw[8], e.rewrite[8]), (64, 65));
         assert_eq!(e.ip4_sum, checksum::sum(&e.rewrite[..20]));
-        let mut rw = Vec::new();
-        outer_ip(
-            "2001:db8::1".parse().unwrap(),
-            "2001:db8::2".parse().unwrap(),
-            4,
-            &mut rw,
-        );
+        let rw = outer("2001:db8::1", "2001:db8::2", 4);
         let e = EncapEntry::new(&rw, true, Kind::Ipip, 0);
         assert_eq!((rw[7], e.rewrite[7]), (64, 65));
     }
@@ -449,13 +444,7 @@ mod encap_entry_tests {
     #[test]
     fn lookup_arc_header_is_the_wires() {
         for total in [20u16, 84, 1500, 0xffff] {
-            let mut rw = Vec::new();
-            outer_ip(
-                "10.0.0.1".parse().unwrap(),
-                "192.0.2.200".parse().unwrap(),
-                47,
-                &mut rw,
-            );
+            let mut rw = outer("10.0.0.1", "192.0.2.200", 47);
             let e = EncapEntry::new(&rw, false, Kind::Gre { teb: false }, 0);
             let mut h = e.rewrite[..20].to_vec();
             h[2..4].copy_from_slice(&total.to_be_bytes());
@@ -467,13 +456,7 @@ mod encap_entry_tests {
             rw[10..12].copy_from_slice(&cs.to_be_bytes());
             assert_eq!(h, rw, "total length {total}");
         }
-        let mut rw = Vec::new();
-        outer_ip(
-            "2001:db8::1".parse().unwrap(),
-            "2001:db8::2".parse().unwrap(),
-            4,
-            &mut rw,
-        );
+        let rw = outer("2001:db8::1", "2001:db8::2", 4);
         let mut h = EncapEntry::new(&rw, true, Kind::Ipip, 0).rewrite[..40].to_vec();
         wire_ttl(&mut h, true);
         assert_eq!(h, rw);

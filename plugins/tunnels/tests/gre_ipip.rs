@@ -5,6 +5,8 @@
 
 mod common;
 use common::*;
+use sluice_cli::CommandTree;
+use sluice_graph::Vlib;
 use sluice_vnet::interface::counter as ifc;
 
 const A4: [u8; 4] = [10, 0, 0, 1];
@@ -46,24 +48,31 @@ fn gre_hdr(proto: u16, key: Option<u32>) -> Vec<u8> {
     g
 }
 
+/// `routed()` with an L3 GRE tunnel gre0 over the IPv4 or IPv6 underlay: 10.99.0.1/30 and
+/// 2001:db8:99::1/64 on it, 198.51.100.0/24 and 2001:db8:51::/48 routed into it.
+fn gre_l3(v6_under: bool) -> (Vlib, CommandTree<Vlib>) {
+    let (mut vm, t) = routed();
+    let (l, r) = underlay(v6_under);
+    let out = cli(&mut vm, &t, &format!("create gre tunnel src {l} dst {r}"));
+    assert_eq!(out, "gre0\n");
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface state gre0 up",
+            "set interface ip address gre0 10.99.0.1/30",
+            "set interface ip address gre0 2001:db8:99::1/64",
+            "ip route add 198.51.100.0/24 via gre0",
+            "ip route add 2001:db8:51::/48 via 2001:db8:99::2 gre0",
+        ],
+    );
+    (vm, t)
+}
+
 #[test]
 fn gre_l3_routes_ip4_and_ip6_both_ways() {
     for v6_under in [false, true] {
-        let (mut vm, t) = routed();
-        let (l, r) = underlay(v6_under);
-        let out = cli(&mut vm, &t, &format!("create gre tunnel src {l} dst {r}"));
-        assert_eq!(out, "gre0\n");
-        clis(
-            &mut vm,
-            &t,
-            &[
-                "set interface state gre0 up",
-                "set interface ip address gre0 10.99.0.1/30",
-                "set interface ip address gre0 2001:db8:99::1/64",
-                "ip route add 198.51.100.0/24 via gre0",
-                "ip route add 2001:db8:51::/48 via 2001:db8:99::2 gre0",
-            ],
-        );
+        let (mut vm, t) = gre_l3(v6_under);
         let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
         // Encap: IPv4 and IPv6 from the LAN, routed into the tunnel.
         let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
@@ -148,20 +157,7 @@ fn gre_l3_routes_ip4_and_ip6_both_ways() {
 #[test]
 fn locally_originated_inner_packets_leave_with_outer_ttl_64() {
     for v6_under in [false, true] {
-        let (mut vm, t) = routed();
-        let (l, r) = underlay(v6_under);
-        cli(&mut vm, &t, &format!("create gre tunnel src {l} dst {r}"));
-        clis(
-            &mut vm,
-            &t,
-            &[
-                "set interface state gre0 up",
-                "set interface ip address gre0 10.99.0.1/30",
-                "set interface ip address gre0 2001:db8:99::1/64",
-                "ip route add 198.51.100.0/24 via gre0",
-                "ip route add 2001:db8:51::/48 via 2001:db8:99::2 gre0",
-            ],
-        );
+        let (mut vm, t) = gre_l3(v6_under);
         let pg0 = mac_of(&vm, "pg0");
         let mut g4 = gre_hdr(0x0800, None);
         g4.extend_from_slice(&udp4([198, 51, 100, 7], [172, 16, 0, 2], 1));
