@@ -22,7 +22,10 @@
 //! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
 //!   checksum, the GRE/IP-in-IP protocol of an L3 payload); `ip.fib_index` = the underlay
-//!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag.
+//!   table; `ip.adj_index` on the `rewrite` arc; the `LOCALLY_ORIGINATED` flag set on the
+//!   `lookup` arc (the outer TTL / hop limit is kept there) and cleared on the `rewrite`
+//!   arc (also when the inner packet carried it): a stacked packet carries one more than
+//!   the wire's for the rewrite node's fast path to decrement ([`HOP`]).
 //! - next: `rewrite` (`ip4-rewrite` or `ip6-rewrite`, `ip.adj_index` set: stacked on the
 //!   underlay's adjacency — the encap looks the tunnel's destination up in the underlay
 //!   table, `stacked`, and when that is a single resolved neighbour the packet skips the
@@ -213,12 +216,31 @@ pub fn outer_ip(src: IpAddr, dst: IpAddr, proto: u8, out: &mut Vec<u8>) {
     }
 }
 
+/// How far an [`EncapEntry`]'s rewrite carries the outer TTL / hop limit above what the
+/// packet leaves with: `ip4-rewrite`/`ip6-rewrite` decrement it on their fast path, which
+/// takes no `LOCALLY_ORIGINATED` packet (the flag keeps the TTL and costs their checked
+/// path, ~50 instructions a packet). The encap sends a stacked packet without the flag;
+/// one for the lookup arc gets its TTL back and the flag (a local destination must not be
+/// taken for a spoofed source by `ip4-local`).
+pub const HOP: u8 = 1;
+
 impl EncapEntry {
-    /// An entry from a complete rewrite (at most [`MAX_REWRITE`] bytes).
+    /// An entry from a complete rewrite (at most [`MAX_REWRITE`] bytes) starting with the
+    /// outer IP header ([`outer_ip`]: TTL / hop limit 64), whose TTL it raises by [`HOP`].
     pub fn new(rw: &[u8], ip6: bool, kind: Kind, fib_index: u32) -> Self {
         let mut rewrite = [0u8; MAX_REWRITE];
         rewrite[..rw.len()].copy_from_slice(rw);
-        let ip4_sum = if ip6 { 0 } else { checksum::sum(&rw[..20]) };
+        let ttl = &mut rewrite[if ip6 { 7 } else { 8 }];
+        assert!(
+            rw.len() >= if ip6 { 40 } else { 20 } && *ttl < 255,
+            "a rewrite starts with the outer IP header, TTL below 255"
+        );
+        *ttl += HOP;
+        let ip4_sum = if ip6 {
+            0
+        } else {
+            checksum::sum(&rewrite[..20])
+        };
         EncapEntry {
             rewrite,
             len: rw.len() as u8,
@@ -400,6 +422,50 @@ mod encap_entry_tests {
         n.set(4, None);
         assert!(n.table.get(3).is_some() && n.table.get(4).is_none());
     }
+
+    /// `outer_ip`'s header for `src` → `dst` carrying `proto`.
+    fn outer(src: &str, dst: &str, proto: u8) -> Vec<u8> {
+        let mut rw = Vec::new();
+        outer_ip(src.parse().unwrap(), dst.parse().unwrap(), proto, &mut rw);
+        rw
+    }
+
+    /// The entry's rewrite carries the outer TTL / hop limit one above the wire's (the
+    /// rewrite node's fast path decrements it), its IPv4 checksum sum over that header.
+    #[test]
+    fn rewrite_ttl_one_above_the_wire() {
+        let rw = outer("10.0.0.1", "10.0.0.2", 47);
+        let e = EncapEntry::new(&rw, false, Kind::Gre { teb: false }, 0);
+        assert_eq!((rw[8], e.rewrite[8]), (64, 65));
+        assert_eq!(e.ip4_sum, checksum::sum(&e.rewrite[..20]));
+        let rw = outer("2001:db8::1", "2001:db8::2", 4);
+        let e = EncapEntry::new(&rw, true, Kind::Ipip, 0);
+        assert_eq!((rw[7], e.rewrite[7]), (64, 65));
+    }
+
+    /// The lookup arc's fix-up gives the wire's TTL back with a valid IPv4 checksum: the
+    /// encap's header (the entry's sum and the total length) less [`HOP`] equals the
+    /// rewrite `outer_ip` built with that length and its full checksum.
+    #[test]
+    fn lookup_arc_header_is_the_wires() {
+        for total in [20u16, 84, 1500, 0xffff] {
+            let mut rw = outer("10.0.0.1", "192.0.2.200", 47);
+            let e = EncapEntry::new(&rw, false, Kind::Gre { teb: false }, 0);
+            let mut h = e.rewrite[..20].to_vec();
+            h[2..4].copy_from_slice(&total.to_be_bytes());
+            let cs = !checksum::combine(e.ip4_sum, total);
+            h[10..12].copy_from_slice(&cs.to_be_bytes());
+            wire_ttl(&mut h, false);
+            rw[2..4].copy_from_slice(&total.to_be_bytes());
+            let cs = checksum::internet_checksum(&rw);
+            rw[10..12].copy_from_slice(&cs.to_be_bytes());
+            assert_eq!(h, rw, "total length {total}");
+        }
+        let rw = outer("2001:db8::1", "2001:db8::2", 4);
+        let mut h = EncapEntry::new(&rw, true, Kind::Ipip, 0).rewrite[..40].to_vec();
+        wire_ttl(&mut h, true);
+        assert_eq!(h, rw);
+    }
 }
 
 /// The forwarding read side of an underlay family (its FIB, adjacencies), shared with
@@ -576,6 +642,39 @@ fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
     }
 }
 
+/// An encapsulated packet for the lookup arc, which keeps its outer TTL / hop limit: the
+/// wire's TTL back (the rewrite's less [`HOP`], the IPv4 checksum updated) and the
+/// `LOCALLY_ORIGINATED` flag, which keeps it in `ip4-rewrite`/`ip6-rewrite` and tells
+/// `ip4-local` the router's own source is no spoof.
+#[cold]
+#[inline(never)]
+fn keep_ttl(b: &mut Buffer<'_>, ip6: bool) {
+    b.hdr.flags |= LOCALLY_ORIGINATED;
+    wire_ttl(b.data_mut(), ip6);
+}
+
+/// The outer header at the start of `d` with the wire's TTL / hop limit (the rewrite's
+/// less [`HOP`]) and, IPv4, its checksum updated for it.
+#[inline(always)]
+fn wire_ttl(d: &mut [u8], ip6: bool) {
+    match ip6 {
+        true => {
+            if let Some(t) = d.get_mut(7) {
+                *t = t.wrapping_sub(HOP);
+            }
+        }
+        false => {
+            if let Some(h) = d.get_mut(..20) {
+                let old = u16::from_be_bytes([h[8], h[9]]);
+                h[8] = h[8].wrapping_sub(HOP);
+                let cs = u16::from_be_bytes([h[10], h[11]]);
+                let cs = checksum::update_u16(cs, old, u16::from_be_bytes([h[8], h[9]]));
+                h[10..12].copy_from_slice(&cs.to_be_bytes());
+            }
+        }
+    }
+}
+
 impl Encap {
     /// Encapsulates packet `b` for its tunnel (`tx_if`): its next arc. `now`: the FIB
     /// change count read at the start of the frame.
@@ -617,7 +716,7 @@ impl Encap {
             if e.stack_at != now {
                 e.stack = match &self.underlay {
                     Some(u) => stacked(u, e).unwrap_or(NO_ADJ),
-                    None => NO_ADJ,
+                    _ => NO_ADJ,
                 };
                 e.stack_at = now;
             }
@@ -679,7 +778,6 @@ impl Encap {
             _ => {}
         }
         b.hdr.ip.fib_index = fib;
-        b.hdr.flags |= LOCALLY_ORIGINATED;
         cx.count(c::Encapsulated, 1);
         if b.hdr.is_traced() {
             cx.trace(
@@ -690,12 +788,20 @@ impl Encap {
                 },
             );
         }
+        // The rewrite's TTL is [`HOP`] above the wire's, for the rewrite node to decrement
+        // ([`HOP`]): a stacked packet leaves as it is, without the flag — also one the
+        // inner packet carried (a ping, an ICMP error, the host stack), else the rewrite
+        // node would keep the 65.
         match adj {
             Some(a) => {
+                b.hdr.flags &= !LOCALLY_ORIGINATED;
                 b.hdr.ip.adj_index = a;
                 EncapNext::Rewrite.into()
             }
-            None => EncapNext::Lookup.into(),
+            None => {
+                keep_ttl(b, ip6);
+                EncapNext::Lookup.into()
+            }
         }
     }
 }

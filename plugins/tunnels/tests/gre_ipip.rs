@@ -5,6 +5,8 @@
 
 mod common;
 use common::*;
+use sluice_cli::CommandTree;
+use sluice_graph::Vlib;
 use sluice_vnet::interface::counter as ifc;
 
 const A4: [u8; 4] = [10, 0, 0, 1];
@@ -46,24 +48,31 @@ fn gre_hdr(proto: u16, key: Option<u32>) -> Vec<u8> {
     g
 }
 
+/// `routed()` with an L3 GRE tunnel gre0 over the IPv4 or IPv6 underlay: 10.99.0.1/30 and
+/// 2001:db8:99::1/64 on it, 198.51.100.0/24 and 2001:db8:51::/48 routed into it.
+fn gre_l3(v6_under: bool) -> (Vlib, CommandTree<Vlib>) {
+    let (mut vm, t) = routed();
+    let (l, r) = underlay(v6_under);
+    let out = cli(&mut vm, &t, &format!("create gre tunnel src {l} dst {r}"));
+    assert_eq!(out, "gre0\n");
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface state gre0 up",
+            "set interface ip address gre0 10.99.0.1/30",
+            "set interface ip address gre0 2001:db8:99::1/64",
+            "ip route add 198.51.100.0/24 via gre0",
+            "ip route add 2001:db8:51::/48 via 2001:db8:99::2 gre0",
+        ],
+    );
+    (vm, t)
+}
+
 #[test]
 fn gre_l3_routes_ip4_and_ip6_both_ways() {
     for v6_under in [false, true] {
-        let (mut vm, t) = routed();
-        let (l, r) = underlay(v6_under);
-        let out = cli(&mut vm, &t, &format!("create gre tunnel src {l} dst {r}"));
-        assert_eq!(out, "gre0\n");
-        clis(
-            &mut vm,
-            &t,
-            &[
-                "set interface state gre0 up",
-                "set interface ip address gre0 10.99.0.1/30",
-                "set interface ip address gre0 2001:db8:99::1/64",
-                "ip route add 198.51.100.0/24 via gre0",
-                "ip route add 2001:db8:51::/48 via 2001:db8:99::2 gre0",
-            ],
-        );
+        let (mut vm, t) = gre_l3(v6_under);
         let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
         // Encap: IPv4 and IPv6 from the LAN, routed into the tunnel.
         let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
@@ -136,6 +145,47 @@ fn gre_l3_routes_ip4_and_ip6_both_ways() {
         let icmp = &got[0][14 + 20..];
         assert_eq!((icmp[0], icmp[1]), (3, 4));
         assert_eq!(u16::from_be_bytes([icmp[6], icmp[7]]), mtu);
+        assert_eq!(in_use(&vm), 0);
+    }
+}
+
+/// A locally originated inner packet (here `ip4-icmp-error` / `ip6-icmp-error`'s time
+/// exceeded for a packet from the peer with TTL / hop limit 1, routed back through the
+/// tunnel) leaves with outer TTL / hop limit 64, not the entry's 65: the encap clears the
+/// inner packet's `LOCALLY_ORIGINATED` on the `rewrite` arc (with the flag
+/// `ip4-rewrite`/`ip6-rewrite` keep the TTL), IPv4 and IPv6 underlay.
+#[test]
+fn locally_originated_inner_packets_leave_with_outer_ttl_64() {
+    for v6_under in [false, true] {
+        let (mut vm, t) = gre_l3(v6_under);
+        let pg0 = mac_of(&vm, "pg0");
+        let mut g4 = gre_hdr(0x0800, None);
+        g4.extend_from_slice(&udp4([198, 51, 100, 7], [172, 16, 0, 2], 1));
+        let mut g6 = gre_hdr(0x86dd, None);
+        g6.extend_from_slice(&udp6(a6("2001:db8:51::7"), a6("2001:db8:1::2"), 1));
+        let frames = [
+            under(v6_under, false, 47, &g4, pg0),
+            under(v6_under, false, 47, &g6, pg0),
+        ];
+        let got = run(&mut vm, &t, "pg0", "pg0", &frames, 2);
+        assert_eq!(got.len(), 2, "v6 underlay: {v6_under}");
+        for (i, f) in got.iter().enumerate() {
+            let (ttl, inner) = match v6_under {
+                true => (f[14 + 7], &f[14 + 40 + 4..]),
+                false => {
+                    let h = &f[14..14 + 20];
+                    assert_eq!(sluice_wire::checksum::internet_checksum(h), 0);
+                    (h[8], &f[14 + 20 + 4..])
+                }
+            };
+            // The inner packet is the ICMP error (time exceeded).
+            let icmp = match i {
+                0 => (inner[9], inner[20]),
+                _ => (inner[6], inner[40]),
+            };
+            assert_eq!(icmp, [(1, 11), (58, 3)][i], "v6 underlay: {v6_under}");
+            assert_eq!(ttl, 64, "v6 underlay: {v6_under}, inner ipv6: {}", i == 1);
+        }
         assert_eq!(in_use(&vm), 0);
     }
 }
