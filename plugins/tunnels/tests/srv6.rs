@@ -219,7 +219,14 @@ fn srv6_end_and_decap_behaviours() {
     let mut r6 = in6.clone();
     r6[7] = 63;
     w6.extend(r6);
-    let mut want = vec![w4.clone(), w4.clone(), w4.clone(), w4, w6.clone(), w6];
+    let mut want = vec![
+        w4.clone(),
+        w4.clone(),
+        w4.clone(),
+        w4.clone(),
+        w6.clone(),
+        w6,
+    ];
     want.sort();
     assert_eq!(got, want);
     assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 6);
@@ -229,6 +236,26 @@ fn srv6_end_and_decap_behaviours() {
         "{s}"
     );
     assert_eq!(if_counter(&vm, "sr-localsid1", ifc::TX_PACKETS), 2);
+    // The SID's route hands its packets from ip6-lookup straight to sr-localsid (a Node
+    // adjacency, VPP's localsid DPO): no ip6-rewrite on the way, so an outer hop limit of
+    // 1 is decapsulated (as VPP does), not answered with time exceeded; its hit is counted
+    // on the SID interface by sr-localsid itself (no interface-output on the way).
+    let fib = cli(&mut vm, &t, "show ip6 fib fc00::4/128");
+    assert!(fib.contains("to-node sr-localsid1"), "{fib}");
+    let rewrites = vectors(&vm, "ip6-rewrite");
+    let mut p = srh(4, 0, 0, &[a6("fc00::4")]);
+    p.extend_from_slice(&in4);
+    let got = run(
+        &mut vm,
+        &t,
+        "pg0",
+        "pg1",
+        &[from_peer(pg0, "fc00::4", 43, &p, 1)],
+        1,
+    );
+    assert_eq!(got, vec![w4]);
+    assert_eq!(vectors(&vm, "ip6-rewrite"), rewrites);
+    assert_eq!(if_counter(&vm, "sr-localsid1", ifc::TX_PACKETS), 3);
     assert_eq!(in_use(&vm), 0);
 }
 
