@@ -356,8 +356,10 @@ pub struct LocalSid {
     pub adjs: Option<Arc<AdjTable>>,
     /// Per frame (reset by `begin_frame`): the last Node adjacency seen and its interface.
     last_adj: (u32, u32),
-    /// Per frame: the last End.DX adjacency checked and its arc (None: no neighbour's).
-    last_dx: (u32, Option<SidNext>),
+    /// Per frame: the last End.DX adjacency checked (its number and whether it is an ip6
+    /// one: End.DX4 and End.DX6 number their adjacencies in separate tables, both from 0)
+    /// and its arc (None: no neighbour's).
+    last_dx: ((u32, bool), Option<SidNext>),
     /// Per frame: the run of directly handed packets to one SID (its interface, packets,
     /// bytes), added to its tx counters when the SID changes and at the frame's end.
     run: (u32, u64, u64),
@@ -414,7 +416,7 @@ impl PacketNode for LocalSid {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.last_adj = (u32::MAX, NO_SW);
-        self.last_dx = (u32::MAX, None);
+        self.last_dx = ((u32::MAX, false), None);
         self.run = (NO_SW, 0, 0);
     }
 
@@ -561,8 +563,9 @@ impl PacketNode for LocalSid {
                 }
             }
             Action::Dx { v6, adjs, adj, fib } => {
-                // The adjacency's kind, read once per frame and adjacency.
-                if self.last_dx.0 != *adj {
+                // The adjacency's kind, read once per frame and adjacency (of its family's
+                // table: an End.DX4 and an End.DX6 adjacency may have the same number).
+                if self.last_dx.0 != (*adj, *v6) {
                     let next = match (adjs.kind(*adj), v6) {
                         (AdjKind::Rewrite, false) => Some(SidNext::Ip4Rewrite),
                         (AdjKind::Rewrite, true) => Some(SidNext::Ip6Rewrite),
@@ -570,7 +573,7 @@ impl PacketNode for LocalSid {
                         (AdjKind::Incomplete, true) => Some(SidNext::Ip6Glean),
                         _ => None,
                     };
-                    self.last_dx = (*adj, next);
+                    self.last_dx = ((*adj, *v6), next);
                 }
                 let Some(next) = self.last_dx.1 else {
                     return drop(cx, b, SidCounter::DxNoNeighbor);

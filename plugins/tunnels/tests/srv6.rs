@@ -508,6 +508,91 @@ fn srv6_dx_and_end_x_resolve_their_next_hop() {
     assert_eq!(in_use(&vm), 0);
 }
 
+/// End.DX4 and End.DX6 SIDs whose next hops' adjacencies have the same number (the ip4
+/// and ip6 adjacency tables each count from 0), in one frame, both orders: each packet
+/// goes to its own family's rewrite. (sr-localsid remembers the last End.DX adjacency's
+/// arc per frame; keyed by the number alone, the second packet took the first's arc.)
+#[test]
+fn srv6_dx4_and_dx6_with_the_same_adjacency_number_in_one_frame() {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    let (mut vm, t) = setup();
+    let pg1 = mac_of(&vm, "pg1");
+    let sw = {
+        let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
+        ifs.find("pg1").unwrap().0
+    };
+    // Incomplete neighbour adjacencies in the shorter table until both have the same next
+    // number; the last ones made are the SIDs' next hops.
+    let mut k4 = 3u8;
+    let mut k6 = 3u16;
+    let nh4 = |k: u8| Ipv4Addr::new(172, 16, 0, k);
+    let nh6 = |k: u16| Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, k);
+    let mut a4 = sluice_vnet::ip4::neighbor_adjacency(&mut vm, sw, nh4(k4)).unwrap();
+    let mut a6n = sluice_vnet::ip6::neighbor_adjacency(&mut vm, sw, nh6(k6)).unwrap();
+    while a4 != a6n {
+        if a4 < a6n {
+            k4 += 1;
+            a4 = sluice_vnet::ip4::neighbor_adjacency(&mut vm, sw, nh4(k4)).unwrap();
+        } else {
+            k6 += 1;
+            a6n = sluice_vnet::ip6::neighbor_adjacency(&mut vm, sw, nh6(k6)).unwrap();
+        }
+    }
+    let (mac4, mac6) = ([0x02, 0, 0, 0, 4, 4], [0x02, 0, 0, 0, 6, 6]);
+    let m = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    clis(
+        &mut vm,
+        &t,
+        &[
+            &format!("ip neighbor pg1 {} {} static", nh4(k4), m(mac4)),
+            &format!("ip neighbor pg1 {} {} static", nh6(k6), m(mac6)),
+            &format!(
+                "sr localsid address fc00::4 behavior end.dx4 pg1 {}",
+                nh4(k4)
+            ),
+            &format!(
+                "sr localsid address fc00::6 behavior end.dx6 pg1 {}",
+                nh6(k6)
+            ),
+        ],
+    );
+    assert_eq!(
+        sluice_vnet::ip4::neighbor_adjacency(&mut vm, sw, nh4(k4)).unwrap(),
+        sluice_vnet::ip6::neighbor_adjacency(&mut vm, sw, nh6(k6)).unwrap(),
+        "the two SIDs' adjacencies have one number"
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let in4 = udp4([198, 51, 100, 7], nh4(k4).octets(), 64);
+    let in6 = udp6(a6("2001:db8:51::7"), nh6(k6).octets(), 64);
+    let mut p = srh(4, 0, 0, &[a6("fc00::4")]);
+    p.extend_from_slice(&in4);
+    let dx4 = from_peer(pg0, "fc00::4", 43, &p, 64);
+    let mut p = srh(41, 0, 0, &[a6("fc00::6")]);
+    p.extend_from_slice(&in6);
+    let dx6 = from_peer(pg0, "fc00::6", 43, &p, 64);
+    let mut w4 = eth(mac4, pg1, 0x0800);
+    w4.extend(ttl_minus_one(&in4));
+    let mut w6 = eth(mac6, pg1, 0x86dd);
+    let mut r6 = in6.clone();
+    r6[7] = 63;
+    w6.extend(r6);
+    let mut want = vec![w4, w6];
+    want.sort();
+    for frame in [[dx4.clone(), dx6.clone()], [dx6, dx4]] {
+        let mut got = run(&mut vm, &t, "pg0", "pg1", &frame, 2);
+        got.sort();
+        assert_eq!(got, want);
+    }
+    assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 4);
+    assert_eq!(counter(&vm, "sr-localsid", "dx_no_neighbor"), 0);
+    assert_eq!(in_use(&vm), 0);
+}
+
 #[test]
 fn srv6_end_dx2_sends_the_inner_frame_out() {
     let (mut vm, t) = setup();
