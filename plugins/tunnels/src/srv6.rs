@@ -31,7 +31,8 @@
 //! - uses: `ip.adj_index` (the SID route's Node adjacency, whose `tx_if` is the local SID
 //!   interface: its behaviour); the packet at its IPv6 header. A packet through
 //!   `interface-output` instead (at the placeholder Ethernet header `ip6-rewrite` wrote,
-//!   zero MACs first): `tx_if`, the header stripped.
+//!   zero MACs first): `tx_if`, the header stripped, what follows must be IPv6
+//!   (`not_ip6`).
 //! - sets: End: segments left − 1, destination = the next segment (through
 //!   `interface-output`: the hop limit restored, `ip6-rewrite` decremented it on the way
 //!   here), `ip.fib_index` = the SID's table. End.DT4/DT6:
@@ -57,8 +58,10 @@
 //!   does not fit the header), `sl_beyond_last` (segments left > last entry, RFC 8754
 //!   §4.3.1.1), `sl_zero` (End with segments left 0), `sl_not_zero` (a decap behaviour
 //!   with segments left ≠ 0, RFC 8986 §4.4), `bad_inner` (the inner packet is not the
-//!   behaviour's family, or an IPv4 header with IHL < 5), `dx_no_neighbor` (the End.DX4/DX6 adjacency is no neighbour's any
-//!   more: its interface was deleted).
+//!   behaviour's family, or an IPv4 header with IHL < 5), `dx_no_neighbor` (the End.DX4/DX6
+//!   adjacency is no neighbour's any more: its interface was deleted), `not_ip6` (through
+//!   `interface-output`, no IPv6 packet behind the placeholder: an IPv4 route via the SID
+//!   interface).
 //!
 //! # `sr-pl-rewrite-insert` ([`Insert`])
 //! The tx node of an insert policy's interface (`sr policy add ... insert`, T.Insert).
@@ -312,6 +315,8 @@ sluice_graph::counters! {
         SlNotZero => error("sl_not_zero", "decapsulating SID with segments left not 0"),
         /// Inner packet of the wrong family.
         BadInner => error("bad_inner", "inner packet is not of the behaviour's family"),
+        /// Through interface-output, not IPv6 behind the placeholder header.
+        NotIp6 => error("not_ip6", "not an IPv6 packet (an IPv4 route via the SID interface?)"),
         /// DX adjacency no neighbour's (its interface deleted).
         DxNoNeighbor => error("dx_no_neighbor", "End.DX adjacency is no neighbour's (interface deleted?)"),
     }
@@ -453,8 +458,13 @@ impl PacketNode for LocalSid {
             self.run.2 += b.len() as u64;
             sw
         } else {
-            if !b.advance(14) {
+            // Behind the placeholder, only IPv6 is a SID's packet: an IPv4 route via the SID
+            // interface (no Node adjacency in ip4) or an L2 path brings anything.
+            if !b.advance(14) || b.data().is_empty() {
                 return drop(cx, b, SidCounter::Truncated);
+            }
+            if b.data()[0] >> 4 != 6 {
+                return drop(cx, b, SidCounter::NotIp6);
             }
             b.hdr.tx_if
         };

@@ -962,3 +962,27 @@ fn srv6_insert_policy_bsid_traffic_gets_the_segments_only() {
     cli(&mut vm, &t, "sr policy del bsid fc00::98");
     assert_eq!(in_use(&vm), 0);
 }
+
+/// An IPv4 route via a local SID's interface: ip4-rewrite's placeholder header and
+/// interface-output bring an IPv4 packet to sr-localsid, which drops it as `not_ip6`
+/// instead of reading it as an IPv6 header.
+#[test]
+fn srv6_localsid_drops_ipv4_routed_via_its_interface() {
+    let (mut vm, t) = setup();
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "sr localsid address fc00::4 behavior end.dx4 pg1 172.16.0.2",
+            "ip route add 10.99.0.0/16 via sr-localsid0",
+        ],
+    );
+    let pg1 = mac_of(&vm, "pg1");
+    let mut f = eth(pg1, HOST_MAC, 0x0800);
+    f.extend(udp4([172, 16, 0, 2], [10, 99, 0, 1], 64));
+    let got = run(&mut vm, &t, "pg1", "pg1", &[f], 0);
+    assert!(got.is_empty());
+    assert_eq!(counter(&vm, "sr-localsid", "not_ip6"), 1);
+    assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 0);
+    assert_eq!(in_use(&vm), 0);
+}
