@@ -404,6 +404,20 @@ fn neighbor_advert(to_mac: [u8; 6], to_ip: [u8; 16], mac: [u8; 6], ip: [u8; 16])
     frame6(to_mac, mac, ip, to_ip, 58, &m, 255)
 }
 
+/// What End.DX4 / End.DX6 send out of `pg1` (MAC `pg1`) for inner packets `in4` / `in6`
+/// to neighbours `macs` (v4, v6), sorted.
+fn dx_out(macs: ([u8; 6], [u8; 6]), pg1: [u8; 6], in4: &[u8], in6: &[u8]) -> Vec<Vec<u8>> {
+    let mut w4 = eth(macs.0, pg1, 0x0800);
+    w4.extend(ttl_minus_one(in4));
+    let mut w6 = eth(macs.1, pg1, 0x86dd);
+    let mut r6 = in6.to_vec();
+    r6[7] = 63;
+    w6.extend(r6);
+    let mut want = vec![w4, w6];
+    want.sort();
+    want
+}
+
 #[test]
 fn srv6_dx_and_end_x_resolve_their_next_hop() {
     let (mut vm, t) = setup();
@@ -470,15 +484,7 @@ fn srv6_dx_and_end_x_resolve_their_next_hop() {
     sluice_vnet::ip_family::apply_learned::<sluice_vnet::ip6::Ip6Control>(&mut vm);
     let mut got = run(&mut vm, &t, "pg0", "pg1", &[dx4(), dx6()], 2);
     got.sort();
-    let mut w4 = eth(nh_mac, pg1, 0x0800);
-    w4.extend(ttl_minus_one(&in4));
-    let mut w6 = eth(nh_mac, pg1, 0x86dd);
-    let mut r6 = in6.clone();
-    r6[7] = 63;
-    w6.extend(r6);
-    let mut want = vec![w4, w6];
-    want.sort();
-    assert_eq!(got, want);
+    assert_eq!(got, dx_out((nh_mac, nh_mac), pg1, &in4, &in6));
     // End.X: the next segment, to the same neighbour without a lookup (fc00::2 has no
     // route through pg1).
     let mut p = srh(17, 1, 1, &[a6("fc00::2"), a6("fc00::7")]);
@@ -575,14 +581,7 @@ fn srv6_dx4_and_dx6_with_the_same_adjacency_number_in_one_frame() {
     let mut p = srh(41, 0, 0, &[a6("fc00::6")]);
     p.extend_from_slice(&in6);
     let dx6 = from_peer(pg0, "fc00::6", 43, &p, 64);
-    let mut w4 = eth(mac4, pg1, 0x0800);
-    w4.extend(ttl_minus_one(&in4));
-    let mut w6 = eth(mac6, pg1, 0x86dd);
-    let mut r6 = in6.clone();
-    r6[7] = 63;
-    w6.extend(r6);
-    let mut want = vec![w4, w6];
-    want.sort();
+    let want = dx_out((mac4, mac6), pg1, &in4, &in6);
     for frame in [[dx4.clone(), dx6.clone()], [dx6, dx4]] {
         let mut got = run(&mut vm, &t, "pg0", "pg1", &frame, 2);
         got.sort();
