@@ -597,8 +597,6 @@ fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec
         "ethernet-input",
         "ip6-input",
         "ip6-lookup",
-        "ip6-rewrite",
-        "interface-output",
         "sr-localsid",
         "ip4-rewrite",
         "pg-tx",

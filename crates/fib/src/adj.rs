@@ -24,6 +24,10 @@ pub enum AdjKind {
     Rewrite = 3,
     /// A neighbour (`nh`) not resolved yet: ask for it and drop.
     Incomplete = 4,
+    /// A node the lookup hands the packet to as it is (VPP's DPO to a node, e.g. an SRv6
+    /// local SID's `sr-localsid`): `nh` is the lookup node's next arc to it, `tx_if` the
+    /// interface it serves; no rewrite, no hop-limit / TTL decrement.
+    Node = 5,
 }
 
 impl AdjKind {
@@ -33,6 +37,7 @@ impl AdjKind {
             2 => AdjKind::Glean,
             3 => AdjKind::Rewrite,
             4 => AdjKind::Incomplete,
+            5 => AdjKind::Node,
             _ => AdjKind::Drop,
         }
     }

@@ -450,6 +450,11 @@ pub struct IfAttr {
     /// adjacency whose Ethernet header is a placeholder (zero MACs, the family's EtherType)
     /// that the interface's tx node strips. Read by the control plane only.
     pub p2p: AtomicBool,
+    /// `ip4-lookup`'s next arc + 1 to the node its point-to-point adjacency sends to
+    /// ([`crate::set_lookup_node`]; 0: none, the placeholder Rewrite). Control plane only.
+    pub lookup_node4: AtomicU32,
+    /// The same for `ip6-lookup`.
+    pub lookup_node6: AtomicU32,
 }
 
 impl IfAttr {
@@ -557,6 +562,29 @@ pub fn set_rx_redirect(vm: &mut Vlib, sw_if: SwIfIndex, node: Option<NodeIndex>)
     .ok_or(VnetError::NoSuchInterface(sw_if.0))?;
     changed(vm, sw_if, IfChange::RxRedirect);
     Ok(())
+}
+
+/// Makes point-to-point interface `sw_if`'s adjacency in family `v6` a Node adjacency
+/// ([`sluice_fib::adj::AdjKind::Node`]): `ip4-lookup`/`ip6-lookup` hand the packets of every
+/// route through it straight to `node`, as they are (no `ip4-rewrite`/`ip6-rewrite`, no
+/// `interface-output`, no TTL / hop-limit decrement, no interface tx counters: the node
+/// counts them) — VPP's DPO to a node, e.g. an SRv6 local SID's. The node finds the
+/// interface as the adjacency's `tx_if` (`ip.adj_index`). Set it with [`set_p2p`], before
+/// the interface gets routes. The arc is added on every thread before it is published.
+pub fn set_lookup_node(vm: &mut Vlib, sw_if: SwIfIndex, v6: bool, node: NodeIndex) -> VnetResult {
+    let graph = |e: sluice_graph::GraphError| VnetError::System(e.to_string());
+    let name = if v6 {
+        crate::ip6::nodes::IP6_LOOKUP
+    } else {
+        crate::ip4::nodes::IP4_LOOKUP
+    };
+    let lookup = vm.registry.lookup(name).map_err(graph)?;
+    let v = vm.add_next(lookup, node).map_err(graph)?.0 as u32 + 1;
+    with_if_attr(vm, sw_if.0, |x| {
+        let f = if v6 { &x.lookup_node6 } else { &x.lookup_node4 };
+        f.store(v, std::sync::atomic::Ordering::Relaxed)
+    })
+    .ok_or(VnetError::NoSuchInterface(sw_if.0))
 }
 
 /// Marks `sw_if` as having a host stack behind `punt` (linux-cp; see

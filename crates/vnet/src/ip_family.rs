@@ -197,6 +197,8 @@ pub(crate) fn adj_arc(
         AdjKind::Rewrite => arcs.rewrite,
         AdjKind::Local => arcs.local,
         AdjKind::Glean | AdjKind::Incomplete => arcs.glean,
+        // The lookup node's arc to the adjacency's node (`IfAttr::lookup_node4/6`).
+        AdjKind::Node => table.get(a).nh as u16,
         AdjKind::Drop => {
             b.hdr.error = drop_error();
             return arcs.drop;
@@ -512,6 +514,9 @@ pub trait IpControl: Send + Sized + 'static {
     fn if_attr(&self, i: u32) -> &IfAttr;
     /// The family's FIB index in an interface's attributes (`fib4`, `fib6`).
     fn fib_field(a: &IfAttr) -> &AtomicU32;
+    /// The family's lookup arc (+ 1) to the node of an interface's Node adjacency
+    /// (`lookup_node4`, `lookup_node6`; 0: none).
+    fn node_field(a: &IfAttr) -> &AtomicU32;
     /// The key of a new neighbour adjacency to `nh` in the adjacency table (IPv4: the
     /// address itself; IPv6: a serial number, its address being wider than a key).
     fn nbr_adj_key(&mut self, nh: Addr<Self>) -> u32;
@@ -620,9 +625,20 @@ pub trait IpControl: Send + Sized + 'static {
     }
 
     /// The one adjacency of point-to-point interface `i` (`IfAttr::p2p`); neighbour
-    /// adjacencies never use key 0.
+    /// adjacencies never use key 0. An interface whose packets the lookup hands straight to
+    /// a node ([`crate::set_lookup_node`]) has a Node adjacency instead.
     fn p2p_adj(&mut self, i: u32) -> VnetResult<u32> {
         let mtu = self.if_mtu(i);
+        let arc = Self::node_field(self.if_attr(i)).load(Ordering::Relaxed);
+        if arc != 0 {
+            return self.adj(AdjKind::Node, i, 0, || Adj {
+                kind: AdjKind::Node,
+                tx_if: i,
+                mtu,
+                rewrite: [0; 14],
+                nh: arc - 1,
+            });
+        }
         self.adj(AdjKind::Rewrite, i, 0, || {
             crate::interface::p2p_adj(i, mtu, Self::ETHERTYPE)
         })

@@ -39,7 +39,8 @@ pub mod subif;
 pub mod testing;
 
 pub use interface::{
-    create as create_interface, set_p2p, set_punt_host, set_rx_redirect, Interfaces, SwIfIndex,
+    create as create_interface, set_lookup_node, set_p2p, set_punt_host, set_rx_redirect,
+    Interfaces, SwIfIndex,
 };
 
 /// Registers vnet: its feature arcs, nodes and CLI commands (called by

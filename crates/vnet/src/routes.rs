@@ -1710,6 +1710,10 @@ pub fn fmt_adj(family: &str, a: &Adj, i: u32, via: &str, ifn: &str) -> String {
         AdjKind::Glean if via.is_empty() => format!("[@{i}]: {family}-glean: {ifn}"),
         AdjKind::Glean => format!("[@{i}]: {family}-glean: [src:{via}] {ifn}"),
         AdjKind::Incomplete => format!("[@{i}]: {family} via {via} {ifn}: incomplete"),
+        AdjKind::Node => format!(
+            "[@{i}]: {family} to-node {ifn}: mtu:{} next:{} arc:{}",
+            a.mtu, a.tx_if, a.nh
+        ),
         AdjKind::Rewrite => {
             let hex: String = a.rewrite.iter().map(|b| format!("{b:02x}")).collect();
             format!(
@@ -1738,6 +1742,7 @@ pub fn fmt_dpo(family: &str, a: &Adj, via: &str, ifn: &str, addr: &str, prefix: 
             )
         }
         AdjKind::Incomplete => format!("[@3]: arp-{family}: via {via} {ifn}"),
+        AdjKind::Node => format!("[@6]: {family}-to-node {ifn}: next:{}", a.tx_if),
         AdjKind::Rewrite => format!(
             "[@5]: {family} via {via} {ifn}: mtu:{} next:{} flags:[] {}",
             a.mtu,

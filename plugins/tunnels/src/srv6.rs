@@ -15,22 +15,27 @@
 //! show sr policies | show sr localsids | show sr steering-policies
 //! ```
 //!
-//! Both are point-to-point interfaces, so the FIB reaches them with the adjacencies it
-//! already has and no new adjacency kind: a policy is an interface `sr-policy<n>` whose tx
+//! Both are point-to-point interfaces: a policy is an interface `sr-policy<n>` whose tx
 //! node is `sr-pl-rewrite-encaps` (the shared [`crate::tunnel::Encap`] node with an IPv6 +
 //! SRH rewrite, [`Kind::Srv6`]); `sr steer` is a route via it, and its BSID is a /128 via
 //! it. `sr steer l2 <if>` (T.Encaps.L2, RFC 8986 §5.3) makes an L2 interface
 //! `sr-l2-steer<n>` with the same encap node and an L2 rewrite ([`encap_rewrite_l2`],
 //! [`Kind::Srv6`] `l2`), and cross-connects `<if>` to it: every frame `<if>` receives is
-//! encapsulated whole toward the policy's segment list. A local SID is an interface `sr-localsid<n>` whose tx node is `sr-localsid`, with
-//! the SID's /128 routed via it; its `tx packets` count the SID's hits.
+//! encapsulated whole toward the policy's segment list. A local SID is an interface
+//! `sr-localsid<n>` whose tx node is `sr-localsid`, with the SID's /128 routed via it; the
+//! interface's adjacency is a Node adjacency ([`sluice_vnet::set_lookup_node`], VPP's
+//! localsid DPO), so `ip6-lookup` hands the SID's packets straight to `sr-localsid`; its
+//! `tx packets` count the SID's hits.
 //!
 //! # `sr-localsid` ([`LocalSid`])
-//! - uses: `tx_if` (the local SID interface: its behaviour); the packet at the placeholder
-//!   Ethernet header `ip6-rewrite` wrote, IPv6 behind it; `ip6-rewrite` decremented the
-//!   hop limit and checked it.
-//! - sets: End: segments left − 1, destination = the next segment, the hop limit restored
-//!   (the egress rewrite decrements it), `ip.fib_index` = the SID's table. End.DT4/DT6:
+//! - uses: `ip.adj_index` (the SID route's Node adjacency, whose `tx_if` is the local SID
+//!   interface: its behaviour); the packet at its IPv6 header. A packet through
+//!   `interface-output` instead (at the placeholder Ethernet header `ip6-rewrite` wrote,
+//!   zero MACs first): `tx_if`, the header stripped, what follows must be IPv6
+//!   (`not_ip6`).
+//! - sets: End: segments left − 1, destination = the next segment (through
+//!   `interface-output`: the hop limit restored, `ip6-rewrite` decremented it on the way
+//!   here), `ip.fib_index` = the SID's table. End.DT4/DT6:
 //!   strips the outer IPv6 header and SRH, `ip.fib_index` = the behaviour's table.
 //!   End.DX4/DX6: strips them, `ip.adj_index` = the next hop's neighbour adjacency (made
 //!   when the SID is added, as a route via the neighbour makes one), `ip.fib_index` = the
@@ -44,15 +49,19 @@
 //!   `ip4-rewrite` / `ip6-rewrite` (End.DX4 / End.DX6 to a resolved neighbour),
 //!   `ip4-glean` / `ip6-glean` (End.DX4 / End.DX6 to a neighbour not resolved yet: ARP /
 //!   ND for it, the packet dropped and counted there, as for a route via it).
-//! - counters: `end` (info), `decapsulated` (info), `no_sid` (the interface is no local
+//! - counters: the SID interface's `tx packets`/`tx bytes` for the packets from
+//!   `ip6-lookup` (once per run of one SID), `end` (info), `decapsulated` (info, both once
+//!   per frame), `no_sid` (the interface is no local
 //!   SID: deleted under traffic), `truncated`, `no_srh` (End without an SRH),
 //!   `ip6_extension` (another extension header before the SRH or the inner packet),
 //!   `bad_routing_type` (routing header type ≠ 4), `srh_bad_last_entry` (the segment list
 //!   does not fit the header), `sl_beyond_last` (segments left > last entry, RFC 8754
 //!   §4.3.1.1), `sl_zero` (End with segments left 0), `sl_not_zero` (a decap behaviour
 //!   with segments left ≠ 0, RFC 8986 §4.4), `bad_inner` (the inner packet is not the
-//!   behaviour's family, or an IPv4 header with IHL < 5), `dx_no_neighbor` (the End.DX4/DX6 adjacency is no neighbour's any
-//!   more: its interface was deleted).
+//!   behaviour's family, or an IPv4 header with IHL < 5), `dx_no_neighbor` (the End.DX4/DX6
+//!   adjacency is no neighbour's any more: its interface was deleted), `not_ip6` (through
+//!   `interface-output`, no IPv6 packet behind the placeholder: an IPv4 route via the SID
+//!   interface).
 //!
 //! # `sr-pl-rewrite-insert` ([`Insert`])
 //! The tx node of an insert policy's interface (`sr policy add ... insert`, T.Insert).
@@ -81,6 +90,7 @@ use sluice_graph::{
 };
 use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::error::{VnetError, VnetResult};
+use sluice_vnet::interface::{counter as ifc, IfRow};
 use sluice_vnet::routes::RoutePaths;
 use sluice_vnet::SwIfIndex;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -305,6 +315,8 @@ sluice_graph::counters! {
         SlNotZero => error("sl_not_zero", "decapsulating SID with segments left not 0"),
         /// Inner packet of the wrong family.
         BadInner => error("bad_inner", "inner packet is not of the behaviour's family"),
+        /// Through interface-output, not IPv6 behind the placeholder header.
+        NotIp6 => error("not_ip6", "not an IPv6 packet (an IPv4 route via the SID interface?)"),
         /// DX adjacency no neighbour's (its interface deleted).
         DxNoNeighbor => error("dx_no_neighbor", "End.DX adjacency is no neighbour's (interface deleted?)"),
     }
@@ -328,11 +340,37 @@ impl sluice_graph::TraceRecord for SidTrace {
     }
 }
 
+/// One local SID in a thread's `sr-localsid` table.
+#[derive(Clone)]
+pub struct SidEntry {
+    /// What the SID does.
+    pub act: Action,
+    /// This thread's row of the SID interface's counters: the node counts `tx packets` /
+    /// `tx bytes` (the SID's hits) of the packets `ip6-lookup` hands it straight (no
+    /// `interface-output` counted them). None: not counted (no row for this thread).
+    tx: Option<IfRow>,
+}
+
 /// The local SID node (one per thread).
 #[derive(Default)]
 pub struct LocalSid {
     /// By SID interface `sw_if_index`.
-    pub table: SwTable<Action>,
+    pub table: SwTable<SidEntry>,
+    /// The IPv6 adjacencies: a packet `ip6-lookup` hands straight here (the SID route's
+    /// Node adjacency) names its SID interface as the adjacency's `tx_if`.
+    pub adjs: Option<Arc<AdjTable>>,
+    /// Per frame (reset by `begin_frame`): the last Node adjacency seen and its interface.
+    last_adj: (u32, u32),
+    /// Per frame: the last End.DX adjacency checked (its number and whether it is an ip6
+    /// one: End.DX4 and End.DX6 number their adjacencies in separate tables, both from 0)
+    /// and its arc (None: no neighbour's).
+    last_dx: ((u32, bool), Option<SidNext>),
+    /// Per frame: the run of directly handed packets to one SID (its interface, packets,
+    /// bytes), added to its tx counters when the SID changes and at the frame's end.
+    run: (u32, u64, u64),
+    /// Per frame: End and decapsulated packets.
+    ends: u64,
+    decaps: u64,
 }
 
 fn srh_error(e: SrhError) -> SidCounter {
@@ -344,22 +382,94 @@ fn srh_error(e: SrhError) -> SidCounter {
     }
 }
 
+/// No interface: the per-frame caches' empty value.
+const NO_SW: u32 = u32::MAX;
+
+impl LocalSid {
+    /// Adds the current run of direct packets to its SID's tx counters.
+    #[inline]
+    fn flush_run(&mut self) {
+        let (sw, n, bytes) = self.run;
+        if n > 0 {
+            if let Some(r) = self.table.get(sw).and_then(|e| e.tx.as_ref()) {
+                r.add(ifc::TX_PACKETS, n);
+                r.add(ifc::TX_BYTES, bytes);
+            }
+        }
+        self.run = (NO_SW, 0, 0);
+    }
+
+    /// The SID interface of a packet `ip6-lookup` handed straight here with adjacency `a`.
+    #[inline(always)]
+    fn sid_of_adj(&mut self, a: u32) -> u32 {
+        if a != self.last_adj.0 {
+            let sw = self.adjs.as_ref().map_or(NO_SW, |t| {
+                let adj = t.get(a);
+                if adj.kind == AdjKind::Node {
+                    adj.tx_if
+                } else {
+                    NO_SW
+                }
+            });
+            self.last_adj = (a, sw);
+        }
+        self.last_adj.1
+    }
+}
+
 impl PacketNode for LocalSid {
     #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let sw = b.hdr.tx_if;
-        let Some(act) = self.table.get(sw) else {
-            b.hdr.error = cx.error(SidCounter::NoSid);
-            return SidNext::Drop.into();
-        };
-        // `ip6-rewrite` wrote the point-to-point placeholder Ethernet header.
-        if !b.advance(14) {
-            b.hdr.error = cx.error(SidCounter::Truncated);
-            return SidNext::Drop.into();
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.last_adj = (u32::MAX, NO_SW);
+        self.last_dx = ((u32::MAX, false), None);
+        self.run = (NO_SW, 0, 0);
+    }
+
+    #[inline(always)]
+    fn end_frame(&mut self, cx: &mut Cx) {
+        self.flush_run();
+        if self.ends > 0 {
+            cx.count(SidCounter::End, self.ends);
         }
+        if self.decaps > 0 {
+            cx.count(SidCounter::Decapsulated, self.decaps);
+        }
+        (self.ends, self.decaps) = (0, 0);
+    }
+
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let drop = |cx: &mut Cx, b: &mut Buffer<'_>, c: SidCounter| {
             b.hdr.error = cx.error(c);
             SidNext::Drop.into()
+        };
+        // Straight from `ip6-lookup` (the SID route's Node adjacency): the IPv6 header,
+        // version 6; through `interface-output` (a route via the SID interface made before
+        // its adjacency was a Node one): the point-to-point placeholder Ethernet header
+        // `ip6-rewrite` wrote, zero MACs first.
+        let direct = b.data().first().is_some_and(|v| v >> 4 == 6);
+        let sw = if direct {
+            let sw = self.sid_of_adj(b.hdr.ip.adj_index);
+            if sw != self.run.0 {
+                self.flush_run();
+                self.run.0 = sw;
+            }
+            self.run.1 += 1;
+            self.run.2 += b.len() as u64;
+            sw
+        } else {
+            // Behind the placeholder, only IPv6 is a SID's packet: an IPv4 route via the SID
+            // interface (no Node adjacency in ip4) or an L2 path brings anything.
+            if !b.advance(14) || b.data().is_empty() {
+                return drop(cx, b, SidCounter::Truncated);
+            }
+            if b.data()[0] >> 4 != 6 {
+                return drop(cx, b, SidCounter::NotIp6);
+            }
+            b.hdr.tx_if
+        };
+        let Some(SidEntry { act, .. }) = self.table.get(sw) else {
+            return drop(cx, b, SidCounter::NoSid);
         };
         let d = b.data_mut();
         if d.len() < 40 {
@@ -400,11 +510,14 @@ impl PacketNode for LocalSid {
             d[43] = sl;
             let o = 48 + 16 * sl as usize;
             d.copy_within(o..o + 16, 24);
-            // `ip6-rewrite` decremented the hop limit on the way to this SID; the egress
-            // rewrite decrements it again: one decrement per End, as RFC 8986 §4.1.
-            d[7] = d[7].saturating_add(1);
+            if !direct {
+                // `ip6-rewrite` decremented the hop limit on the way to this SID; the
+                // egress rewrite decrements it again: one decrement per End, as RFC 8986
+                // §4.1.
+                d[7] = d[7].saturating_add(1);
+            }
             b.hdr.ip.fib_index = fib;
-            cx.count(SidCounter::End, 1);
+            self.ends += 1;
             if let Action::EndX { adjs, adj, .. } = act {
                 // End.X: to the configured neighbour, not the next segment's route.
                 b.hdr.ip.adj_index = *adj;
@@ -460,12 +573,20 @@ impl PacketNode for LocalSid {
                 }
             }
             Action::Dx { v6, adjs, adj, fib } => {
-                let next = match (adjs.kind(*adj), v6) {
-                    (AdjKind::Rewrite, false) => SidNext::Ip4Rewrite,
-                    (AdjKind::Rewrite, true) => SidNext::Ip6Rewrite,
-                    (AdjKind::Incomplete, false) => SidNext::Ip4Glean,
-                    (AdjKind::Incomplete, true) => SidNext::Ip6Glean,
-                    _ => return drop(cx, b, SidCounter::DxNoNeighbor),
+                // The adjacency's kind, read once per frame and adjacency (of its family's
+                // table: an End.DX4 and an End.DX6 adjacency may have the same number).
+                if self.last_dx.0 != (*adj, *v6) {
+                    let next = match (adjs.kind(*adj), v6) {
+                        (AdjKind::Rewrite, false) => Some(SidNext::Ip4Rewrite),
+                        (AdjKind::Rewrite, true) => Some(SidNext::Ip6Rewrite),
+                        (AdjKind::Incomplete, false) => Some(SidNext::Ip4Glean),
+                        (AdjKind::Incomplete, true) => Some(SidNext::Ip6Glean),
+                        _ => None,
+                    };
+                    self.last_dx = ((*adj, *v6), next);
+                }
+                let Some(next) = self.last_dx.1 else {
+                    return drop(cx, b, SidCounter::DxNoNeighbor);
                 };
                 b.hdr.ip.adj_index = *adj;
                 b.hdr.ip.fib_index = *fib;
@@ -479,7 +600,7 @@ impl PacketNode for LocalSid {
             Action::End(_) | Action::EndX { .. } => SidNext::Drop,
         };
         b.advance(off);
-        cx.count(SidCounter::Decapsulated, 1);
+        self.decaps += 1;
         next.into()
     }
 }
@@ -1201,10 +1322,31 @@ pub fn localsid_add(
     v6_fib(vm, table_id)?;
     let act = action(vm, &behavior, table_id)?;
     let sw = p2p_interface(vm, "sr-localsid", instance, LOCALSID, 9216)?;
+    // The SID's route hands its packets from `ip6-lookup` straight to `sr-localsid` (a
+    // Node adjacency, VPP's localsid DPO): no `ip6-rewrite`, no `interface-output`.
+    let direct = vm
+        .registry
+        .find(LOCALSID)
+        .ok_or_else(|| VnetError::System(format!("{LOCALSID} missing")))
+        .and_then(|n| sluice_vnet::set_lookup_node(vm, sw, true, n));
+    if let Err(e) = direct {
+        localsid_teardown(vm, sw);
+        return Err(e);
+    }
+    let counters = vm
+        .ext_mut::<sluice_vnet::Interfaces>()
+        .get(sw)
+        .map(|i| i.counters.clone());
+    let adjs = sluice_vnet::ip6::shared(vm).map(|s| s.adj.clone());
     if let Some(n) = vm.registry.find(LOCALSID) {
         vm.foreach_thread(move |tg| {
+            let tx = counters.clone().and_then(|c| IfRow::new(c, tg.thread()));
             if let Some(l) = tg.node_mut::<LocalSid>(n) {
-                l.table.set(sw.0, Some(act.clone()));
+                let act = act.clone();
+                l.table.set(sw.0, Some(SidEntry { act, tx }));
+                if l.adjs.is_none() {
+                    l.adjs = adjs.clone();
+                }
             }
         });
     }

@@ -219,7 +219,14 @@ fn srv6_end_and_decap_behaviours() {
     let mut r6 = in6.clone();
     r6[7] = 63;
     w6.extend(r6);
-    let mut want = vec![w4.clone(), w4.clone(), w4.clone(), w4, w6.clone(), w6];
+    let mut want = vec![
+        w4.clone(),
+        w4.clone(),
+        w4.clone(),
+        w4.clone(),
+        w6.clone(),
+        w6,
+    ];
     want.sort();
     assert_eq!(got, want);
     assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 6);
@@ -229,6 +236,26 @@ fn srv6_end_and_decap_behaviours() {
         "{s}"
     );
     assert_eq!(if_counter(&vm, "sr-localsid1", ifc::TX_PACKETS), 2);
+    // The SID's route hands its packets from ip6-lookup straight to sr-localsid (a Node
+    // adjacency, VPP's localsid DPO): no ip6-rewrite on the way, so an outer hop limit of
+    // 1 is decapsulated (as VPP does), not answered with time exceeded; its hit is counted
+    // on the SID interface by sr-localsid itself (no interface-output on the way).
+    let fib = cli(&mut vm, &t, "show ip6 fib fc00::4/128");
+    assert!(fib.contains("to-node sr-localsid1"), "{fib}");
+    let rewrites = vectors(&vm, "ip6-rewrite");
+    let mut p = srh(4, 0, 0, &[a6("fc00::4")]);
+    p.extend_from_slice(&in4);
+    let got = run(
+        &mut vm,
+        &t,
+        "pg0",
+        "pg1",
+        &[from_peer(pg0, "fc00::4", 43, &p, 1)],
+        1,
+    );
+    assert_eq!(got, vec![w4]);
+    assert_eq!(vectors(&vm, "ip6-rewrite"), rewrites);
+    assert_eq!(if_counter(&vm, "sr-localsid1", ifc::TX_PACKETS), 3);
     assert_eq!(in_use(&vm), 0);
 }
 
@@ -377,6 +404,20 @@ fn neighbor_advert(to_mac: [u8; 6], to_ip: [u8; 16], mac: [u8; 6], ip: [u8; 16])
     frame6(to_mac, mac, ip, to_ip, 58, &m, 255)
 }
 
+/// What End.DX4 / End.DX6 send out of `pg1` (MAC `pg1`) for inner packets `in4` / `in6`
+/// to neighbours `macs` (v4, v6), sorted.
+fn dx_out(macs: ([u8; 6], [u8; 6]), pg1: [u8; 6], in4: &[u8], in6: &[u8]) -> Vec<Vec<u8>> {
+    let mut w4 = eth(macs.0, pg1, 0x0800);
+    w4.extend(ttl_minus_one(in4));
+    let mut w6 = eth(macs.1, pg1, 0x86dd);
+    let mut r6 = in6.to_vec();
+    r6[7] = 63;
+    w6.extend(r6);
+    let mut want = vec![w4, w6];
+    want.sort();
+    want
+}
+
 #[test]
 fn srv6_dx_and_end_x_resolve_their_next_hop() {
     let (mut vm, t) = setup();
@@ -443,15 +484,7 @@ fn srv6_dx_and_end_x_resolve_their_next_hop() {
     sluice_vnet::ip_family::apply_learned::<sluice_vnet::ip6::Ip6Control>(&mut vm);
     let mut got = run(&mut vm, &t, "pg0", "pg1", &[dx4(), dx6()], 2);
     got.sort();
-    let mut w4 = eth(nh_mac, pg1, 0x0800);
-    w4.extend(ttl_minus_one(&in4));
-    let mut w6 = eth(nh_mac, pg1, 0x86dd);
-    let mut r6 = in6.clone();
-    r6[7] = 63;
-    w6.extend(r6);
-    let mut want = vec![w4, w6];
-    want.sort();
-    assert_eq!(got, want);
+    assert_eq!(got, dx_out((nh_mac, nh_mac), pg1, &in4, &in6));
     // End.X: the next segment, to the same neighbour without a lookup (fc00::2 has no
     // route through pg1).
     let mut p = srh(17, 1, 1, &[a6("fc00::2"), a6("fc00::7")]);
@@ -477,6 +510,84 @@ fn srv6_dx_and_end_x_resolve_their_next_hop() {
     );
     assert_eq!(got, vec![want]);
     assert!(cli(&mut vm, &t, "show sr localsids").contains("end.x pg1 2001:db8:1::9"));
+    assert_eq!(counter(&vm, "sr-localsid", "dx_no_neighbor"), 0);
+    assert_eq!(in_use(&vm), 0);
+}
+
+/// End.DX4 and End.DX6 SIDs whose next hops' adjacencies have the same number (the ip4
+/// and ip6 adjacency tables each count from 0), in one frame, both orders: each packet
+/// goes to its own family's rewrite. (sr-localsid remembers the last End.DX adjacency's
+/// arc per frame; keyed by the number alone, the second packet took the first's arc.)
+#[test]
+fn srv6_dx4_and_dx6_with_the_same_adjacency_number_in_one_frame() {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    let (mut vm, t) = setup();
+    let pg1 = mac_of(&vm, "pg1");
+    let sw = {
+        let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
+        ifs.find("pg1").unwrap().0
+    };
+    // Incomplete neighbour adjacencies in the shorter table until both have the same next
+    // number; the last ones made are the SIDs' next hops.
+    let mut k4 = 3u8;
+    let mut k6 = 3u16;
+    let nh4 = |k: u8| Ipv4Addr::new(172, 16, 0, k);
+    let nh6 = |k: u16| Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, k);
+    let mut a4 = sluice_vnet::ip4::neighbor_adjacency(&mut vm, sw, nh4(k4)).unwrap();
+    let mut a6n = sluice_vnet::ip6::neighbor_adjacency(&mut vm, sw, nh6(k6)).unwrap();
+    while a4 != a6n {
+        if a4 < a6n {
+            k4 += 1;
+            a4 = sluice_vnet::ip4::neighbor_adjacency(&mut vm, sw, nh4(k4)).unwrap();
+        } else {
+            k6 += 1;
+            a6n = sluice_vnet::ip6::neighbor_adjacency(&mut vm, sw, nh6(k6)).unwrap();
+        }
+    }
+    let (mac4, mac6) = ([0x02, 0, 0, 0, 4, 4], [0x02, 0, 0, 0, 6, 6]);
+    let m = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    clis(
+        &mut vm,
+        &t,
+        &[
+            &format!("ip neighbor pg1 {} {} static", nh4(k4), m(mac4)),
+            &format!("ip neighbor pg1 {} {} static", nh6(k6), m(mac6)),
+            &format!(
+                "sr localsid address fc00::4 behavior end.dx4 pg1 {}",
+                nh4(k4)
+            ),
+            &format!(
+                "sr localsid address fc00::6 behavior end.dx6 pg1 {}",
+                nh6(k6)
+            ),
+        ],
+    );
+    assert_eq!(
+        sluice_vnet::ip4::neighbor_adjacency(&mut vm, sw, nh4(k4)).unwrap(),
+        sluice_vnet::ip6::neighbor_adjacency(&mut vm, sw, nh6(k6)).unwrap(),
+        "the two SIDs' adjacencies have one number"
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let in4 = udp4([198, 51, 100, 7], nh4(k4).octets(), 64);
+    let in6 = udp6(a6("2001:db8:51::7"), nh6(k6).octets(), 64);
+    let mut p = srh(4, 0, 0, &[a6("fc00::4")]);
+    p.extend_from_slice(&in4);
+    let dx4 = from_peer(pg0, "fc00::4", 43, &p, 64);
+    let mut p = srh(41, 0, 0, &[a6("fc00::6")]);
+    p.extend_from_slice(&in6);
+    let dx6 = from_peer(pg0, "fc00::6", 43, &p, 64);
+    let want = dx_out((mac4, mac6), pg1, &in4, &in6);
+    for frame in [[dx4.clone(), dx6.clone()], [dx6, dx4]] {
+        let mut got = run(&mut vm, &t, "pg0", "pg1", &frame, 2);
+        got.sort();
+        assert_eq!(got, want);
+    }
+    assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 4);
     assert_eq!(counter(&vm, "sr-localsid", "dx_no_neighbor"), 0);
     assert_eq!(in_use(&vm), 0);
 }
@@ -848,5 +959,29 @@ fn srv6_insert_policy_bsid_traffic_gets_the_segments_only() {
     assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "inserted"), 1);
     assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "too_big"), 0);
     cli(&mut vm, &t, "sr policy del bsid fc00::98");
+    assert_eq!(in_use(&vm), 0);
+}
+
+/// An IPv4 route via a local SID's interface: ip4-rewrite's placeholder header and
+/// interface-output bring an IPv4 packet to sr-localsid, which drops it as `not_ip6`
+/// instead of reading it as an IPv6 header.
+#[test]
+fn srv6_localsid_drops_ipv4_routed_via_its_interface() {
+    let (mut vm, t) = setup();
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "sr localsid address fc00::4 behavior end.dx4 pg1 172.16.0.2",
+            "ip route add 10.99.0.0/16 via sr-localsid0",
+        ],
+    );
+    let pg1 = mac_of(&vm, "pg1");
+    let mut f = eth(pg1, HOST_MAC, 0x0800);
+    f.extend(udp4([172, 16, 0, 2], [10, 99, 0, 1], 64));
+    let got = run(&mut vm, &t, "pg1", "pg1", &[f], 0);
+    assert!(got.is_empty());
+    assert_eq!(counter(&vm, "sr-localsid", "not_ip6"), 1);
+    assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 0);
     assert_eq!(in_use(&vm), 0);
 }

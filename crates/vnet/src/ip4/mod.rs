@@ -178,6 +178,9 @@ impl IpControl for Ip4Control {
     fn fib_field(a: &IfAttr) -> &AtomicU32 {
         &a.fib4
     }
+    fn node_field(a: &IfAttr) -> &AtomicU32 {
+        &a.lookup_node4
+    }
     fn nbr_adj_key(&mut self, nh: u32) -> u32 {
         nh
     }

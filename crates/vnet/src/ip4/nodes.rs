@@ -336,7 +336,8 @@ impl NodeFn for Ip4Input {
 /// - sets: `ip.adj_index`; `ip.flow_hash` for ECMP routes (5-tuple hash picks the
 ///   load-balance bucket).
 /// - next: `error-drop` (0) when no route; `ip4-rewrite` (1); `ip4-local` (2);
-///   `ip4-glean` (3) for adjacencies that need ARP first.
+///   `ip4-glean` (3) for adjacencies that need ARP first; a Node adjacency's node (its
+///   `nh`: an arc added by `set_lookup_node`).
 /// - counters: `no_route` (no route to destination), `drop_route` (drop route).
 ///
 /// The frame's buffer addresses come from the thread's `FrameScratch` (resolved once per

@@ -443,6 +443,9 @@ impl IpControl for Ip6Control {
     fn fib_field(a: &crate::interface::IfAttr) -> &AtomicU32 {
         &a.fib6
     }
+    fn node_field(a: &crate::interface::IfAttr) -> &AtomicU32 {
+        &a.lookup_node6
+    }
     fn nbr_adj_key(&mut self, _nh: u128) -> u32 {
         self.serial += 1;
         self.serial

@@ -306,7 +306,8 @@ impl NodeFn for Ip6Input {
 ///   the ICMPv6 error asked for (`feature_meta[0..2]`: destination unreachable, no route).
 /// - next: `error-drop` (0) for drop routes; `ip6-rewrite` (1); `ip6-local` (2);
 ///   `ip6-glean` (3) for adjacencies that need neighbour discovery first; `ip6-icmp-error`
-///   (4) when there is no route.
+///   (4) when there is no route; a Node adjacency's node (its `nh`: an arc added by
+///   `set_lookup_node`, e.g. `sr-localsid`).
 /// - counters: `no_route` (no route to destination: an ICMPv6 error follows), `drop_route`.
 ///
 /// The frame's buffer addresses come from the thread's `FrameScratch` (resolved once per
