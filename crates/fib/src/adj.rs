@@ -7,8 +7,8 @@
 
 use sluice_infra::hash::FastState;
 use std::collections::HashMap;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Adjacency kinds.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -68,7 +68,11 @@ const CHUNK: usize = 4096;
 /// Most adjacencies a table holds.
 pub const MAX_ADJ: usize = 1 << 22;
 
-#[derive(Default)]
+/// One adjacency's words behind its seqlock: `w0` the kind, interface and MTU; `w1`, `w2`
+/// the Ethernet header after two zero bytes ([`AdjRewrite::eth`], the rewrite nodes' form:
+/// read as it is stored); `w3` the next hop. A cache line each (an adjacency read is one
+/// line; the index times 64 is one shift).
+#[repr(align(64))]
 struct Slot {
     seq: AtomicU32,
     w0: AtomicU64,
@@ -77,74 +81,161 @@ struct Slot {
     w3: AtomicU64,
 }
 
+impl Slot {
+    const fn zero() -> Slot {
+        Slot {
+            seq: AtomicU32::new(0),
+            w0: AtomicU64::new(0),
+            w1: AtomicU64::new(0),
+            w2: AtomicU64::new(0),
+            w3: AtomicU64::new(0),
+        }
+    }
+
+    /// A consistent copy of the four words (the seqlock's read side).
+    #[inline(always)]
+    fn read(&self) -> [u64; 4] {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let w = [
+                self.w0.load(Ordering::Relaxed),
+                self.w1.load(Ordering::Relaxed),
+                self.w2.load(Ordering::Relaxed),
+                self.w3.load(Ordering::Relaxed),
+            ];
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return w;
+            }
+        }
+    }
+}
+
+/// `CHUNK` slots: a table's unit of allocation.
+struct Chunk([Slot; CHUNK]);
+
+/// The chunk every index of a table reads before its chunk exists, and every index past
+/// [`MAX_ADJ`]: all zeros, the drop adjacency. Never written ([`AdjTable::put`] only
+/// writes allocated indices).
+static EMPTY: Chunk = Chunk([const { Slot::zero() }; CHUNK]);
+
+/// An adjacency in the form the rewrite nodes use: what [`AdjTable::rewrite`] reads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct AdjRewrite {
+    /// Output interface.
+    pub tx_if: u32,
+    /// L3 MTU of the output interface.
+    pub mtu: u16,
+    /// The Ethernet header (`Adj::rewrite`) after two zero bytes: one 16-byte store two
+    /// bytes before the packet.
+    pub eth: [u8; 16],
+}
+
 /// The read side, shared by all threads.
 pub struct AdjTable {
-    chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    /// `MAX_ADJ / CHUNK` pointers, each to [`EMPTY`] or to a chunk leaked by
+    /// `Adjacencies::alloc` (set once, from `EMPTY`; freed by `Drop`, as a `Box`).
+    chunks: Box<[AtomicPtr<Chunk>]>,
+}
+
+impl Drop for AdjTable {
+    fn drop(&mut self) {
+        for c in self.chunks.iter_mut() {
+            let p = *c.get_mut();
+            if !std::ptr::eq(p, &EMPTY) {
+                // SAFETY: a pointer other than `EMPTY` was allocated zeroed with `Chunk`'s
+                // layout by `Adjacencies::alloc` (a valid `Chunk`, as a `Box` allocates it)
+                // and is freed only here, once (`&mut self`: no reader).
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
 }
 
 impl AdjTable {
-    fn slot(&self, i: u32) -> Option<&Slot> {
-        let c = self.chunks.get(i as usize / CHUNK)?.get()?;
-        c.get(i as usize % CHUNK)
+    fn new() -> Self {
+        let empty = std::ptr::from_ref(&EMPTY).cast_mut();
+        AdjTable {
+            chunks: (0..MAX_ADJ / CHUNK)
+                .map(|_| AtomicPtr::new(empty))
+                .collect(),
+        }
+    }
+
+    /// Slot `i`: a slot of `EMPTY` (zeros, the drop adjacency) when its chunk does not
+    /// exist. One bound test, no other branch: the read every adjacency change costs.
+    #[inline(always)]
+    fn slot(&self, i: u32) -> &Slot {
+        let c = match self.chunks.get(i as usize / CHUNK) {
+            Some(c) => c.load(Ordering::Acquire).cast_const(),
+            None => std::ptr::from_ref(&EMPTY),
+        };
+        // SAFETY: `c` is `EMPTY` (static) or a chunk from `Adjacencies::alloc`, published with
+        // `Release` after its initialisation and freed only when the table is dropped,
+        // which `&self` outlives.
+        let c = unsafe { &*c };
+        &c.0[i as usize % CHUNK]
     }
 
     /// Reads adjacency `i` (a consistent copy; `Adj::DROP` for an unknown index).
     #[inline(always)]
     pub fn get(&self, i: u32) -> Adj {
-        let Some(s) = self.slot(i) else {
-            return Adj::DROP;
-        };
-        loop {
-            let s1 = s.seq.load(Ordering::Acquire);
-            if s1 & 1 != 0 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let (w0, w1, w2, w3) = (
-                s.w0.load(Ordering::Relaxed),
-                s.w1.load(Ordering::Relaxed),
-                s.w2.load(Ordering::Relaxed),
-                s.w3.load(Ordering::Relaxed),
-            );
-            fence(Ordering::Acquire);
-            if s.seq.load(Ordering::Relaxed) == s1 {
-                let mut rewrite = [0u8; 14];
-                rewrite[..8].copy_from_slice(&w1.to_le_bytes());
-                rewrite[8..].copy_from_slice(&w2.to_le_bytes()[..6]);
-                return Adj {
-                    kind: AdjKind::from_u8(w0 as u8),
-                    tx_if: (w0 >> 8) as u32,
-                    mtu: (w0 >> 40) as u16,
-                    rewrite,
-                    nh: w3 as u32,
-                };
-            }
+        let [w0, w1, w2, w3] = self.slot(i).read();
+        let mut rewrite = [0u8; 14];
+        rewrite[..6].copy_from_slice(&w1.to_le_bytes()[2..]);
+        rewrite[6..].copy_from_slice(&w2.to_le_bytes());
+        Adj {
+            kind: AdjKind::from_u8(w0 as u8),
+            tx_if: (w0 >> 8) as u32,
+            mtu: (w0 >> 40) as u16,
+            rewrite,
+            nh: w3 as u32,
+        }
+    }
+
+    /// Reads adjacency `i` in the rewrite nodes' form (a consistent copy; zeros for an
+    /// unknown index): its Ethernet header is stored in that form, nothing is converted.
+    #[inline(always)]
+    pub fn rewrite(&self, i: u32) -> AdjRewrite {
+        let [w0, w1, w2, _] = self.slot(i).read();
+        let mut eth = [0u8; 16];
+        eth[..8].copy_from_slice(&w1.to_le_bytes());
+        eth[8..].copy_from_slice(&w2.to_le_bytes());
+        AdjRewrite {
+            tx_if: (w0 >> 8) as u32,
+            mtu: (w0 >> 40) as u16,
+            eth,
         }
     }
 
     /// The kind only (one load): what `ip4-lookup` dispatches on.
     #[inline(always)]
     pub fn kind(&self, i: u32) -> AdjKind {
-        match self.slot(i) {
-            Some(s) => AdjKind::from_u8(s.w0.load(Ordering::Acquire) as u8),
-            None => AdjKind::Drop,
-        }
+        AdjKind::from_u8(self.slot(i).w0.load(Ordering::Acquire) as u8)
     }
 
+    /// Writes allocated adjacency `i` (never a slot of `EMPTY`: `alloc` made its chunk).
     fn put(&self, i: u32, a: &Adj) {
-        let Some(s) = self.slot(i) else { return };
+        let s = self.slot(i);
+        debug_assert!(!std::ptr::eq(
+            self.chunks[i as usize / CHUNK].load(Ordering::Relaxed),
+            &EMPTY
+        ));
         let seq = s.seq.load(Ordering::Relaxed);
         s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
         let w0 = a.kind as u64 | ((a.tx_if as u64) << 8) | ((a.mtu as u64) << 40);
         let mut b1 = [0u8; 8];
-        b1.copy_from_slice(&a.rewrite[..8]);
+        b1[2..].copy_from_slice(&a.rewrite[..6]);
         let mut b2 = [0u8; 8];
-        b2[..6].copy_from_slice(&a.rewrite[8..]);
-        let w2 = u64::from_le_bytes(b2);
+        b2.copy_from_slice(&a.rewrite[6..]);
         s.w0.store(w0, Ordering::Relaxed);
         s.w1.store(u64::from_le_bytes(b1), Ordering::Relaxed);
-        s.w2.store(w2, Ordering::Relaxed);
+        s.w2.store(u64::from_le_bytes(b2), Ordering::Relaxed);
         s.w3.store(a.nh as u64, Ordering::Relaxed);
         s.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
@@ -170,9 +261,7 @@ impl Adjacencies {
     /// An empty table; index 0 is the drop adjacency.
     pub fn new() -> Self {
         let mut a = Adjacencies {
-            table: Arc::new(AdjTable {
-                chunks: (0..MAX_ADJ / CHUNK).map(|_| OnceLock::new()).collect(),
-            }),
+            table: Arc::new(AdjTable::new()),
             by_key: HashMap::default(),
             values: Vec::new(),
         };
@@ -190,7 +279,20 @@ impl Adjacencies {
         if i >= MAX_ADJ {
             return None;
         }
-        self.table.chunks[i / CHUNK].get_or_init(|| (0..CHUNK).map(|_| Slot::default()).collect());
+        let c = &self.table.chunks[i / CHUNK];
+        if std::ptr::eq(c.load(Ordering::Relaxed), &EMPTY) {
+            // Zeroed like `EMPTY`, then published (`Release`: a reader that sees the
+            // pointer sees the zeros); only this thread writes the pointers.
+            let layout = std::alloc::Layout::new::<Chunk>();
+            // SAFETY: `Chunk` is not zero-sized.
+            let new = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Chunk>();
+            if new.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            // `new` is a `Chunk` (atomics only: all zeros is a valid value) allocated with
+            // the global allocator and its layout, as `Box::from_raw` in `Drop` frees it.
+            c.store(new, Ordering::Release);
+        }
         self.values.push(a);
         self.table.put(i as u32, &a);
         Some(i as u32)
@@ -290,6 +392,45 @@ mod tests {
         assert_eq!(r.get(i), b);
         assert_eq!(r.get(0), Adj::DROP);
         assert_eq!(r.get(1 << 30), Adj::DROP);
+    }
+
+    /// Indices of chunks not made yet, past the table and across a chunk's boundary: the
+    /// drop adjacency until written, then their own; the rewrite form is the same words.
+    #[test]
+    fn chunks_read_as_drop_until_made_and_the_rewrite_form_matches() {
+        let mut t = Adjacencies::new();
+        let r = t.table().clone();
+        let far = CHUNK as u32 + 1;
+        assert_eq!(r.get(far), Adj::DROP);
+        assert_eq!(r.kind(far), AdjKind::Drop);
+        assert_eq!(r.get(MAX_ADJ as u32), Adj::DROP);
+        assert_eq!(r.get(u32::MAX), Adj::DROP);
+        let zero = AdjRewrite {
+            tx_if: 0,
+            mtu: 0,
+            eth: [0; 16],
+        };
+        assert_eq!(r.rewrite(far), zero);
+        let mk = |k: u32| Adj {
+            kind: AdjKind::Rewrite,
+            tx_if: k,
+            mtu: 1500,
+            rewrite: std::array::from_fn(|j| (k as u8).wrapping_add(j as u8)),
+            nh: k,
+        };
+        for k in 1..=CHUNK as u32 + 2 {
+            assert_eq!(t.find_or_add((AdjKind::Rewrite, k, k), || mk(k)), Some(k));
+        }
+        for k in [1, CHUNK as u32 - 1, CHUNK as u32, far] {
+            assert_eq!(r.get(k), mk(k), "{k}");
+            let w = r.rewrite(k);
+            assert_eq!((w.tx_if, w.mtu), (k, 1500));
+            assert_eq!(w.eth[..2], [0, 0]);
+            assert_eq!(w.eth[2..], mk(k).rewrite, "{k}");
+        }
+        assert_eq!(r.get(far + 2), Adj::DROP, "written up to far + 1 only");
+        drop(t);
+        assert_eq!(r.get(far), mk(far), "the read side outlives the writer");
     }
 
     #[test]

@@ -15,9 +15,9 @@ use crate::neighbor::{Aging, Entries, Learned};
 use crate::own_source::OwnKeys;
 use crate::routes::{no_table, Hop, Lpm, RoutePaths, Source, Vrfs};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{Arena, BufIdx, Buffer, FrameAddrs, HeadLen};
+use sluice_buffer::{Arena, BufIdx, Buffer, BufferHeader, FrameAddrs, HeadLen};
 use sluice_cli::{Args, CliError};
-use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
+use sluice_fib::adj::{Adj, AdjKind, AdjRewrite, AdjTable, Adjacencies};
 use sluice_fib::lb::LoadBalances;
 use sluice_graph::{
     Cx, FrameScratch, Next, NodeFn, PacketNode, Suspend, Vlib, Wake, FRAME_SIZE, PREFETCH_AHEAD,
@@ -180,7 +180,7 @@ pub(crate) use adj_arcs;
 #[inline(always)]
 pub(crate) fn adj_arc(
     table: &AdjTable,
-    b: &mut Buffer<'_>,
+    hdr: &mut BufferHeader,
     a: u32,
     last: &mut (u32, u16),
     arcs: AdjArcs,
@@ -194,7 +194,7 @@ pub(crate) fn adj_arc(
         AdjKind::Local => arcs.local,
         AdjKind::Glean | AdjKind::Incomplete => arcs.glean,
         AdjKind::Drop => {
-            b.hdr.error = drop_error();
+            hdr.error = drop_error();
             return arcs.drop;
         }
     };
@@ -265,7 +265,14 @@ impl<const N: usize> FastAdj<N> {
     #[cold]
     #[inline(never)]
     fn load(table: &AdjTable, index: u32) -> Self {
-        Self::new(index, &table.get(index))
+        // The table holds the Ethernet header in this form: two words copied.
+        let AdjRewrite { tx_if, mtu, eth } = table.rewrite(index);
+        FastAdj {
+            index,
+            tx_if,
+            eth,
+            len: HeadLen::up_to(mtu_limit(mtu)),
+        }
     }
 
     /// `fast_frame`'s fast path of a rewrite node: reloads the adjacency when the packet's
