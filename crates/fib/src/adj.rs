@@ -219,12 +219,16 @@ impl AdjTable {
     }
 
     /// Writes allocated adjacency `i` (never a slot of `EMPTY`: `alloc` made its chunk).
+    /// Checked in release builds too: a write into `EMPTY` would make every unmade index
+    /// stop reading as drop. Control plane only; the data path never writes.
     fn put(&self, i: u32, a: &Adj) {
+        assert!(
+            self.chunks
+                .get(i as usize / CHUNK)
+                .is_some_and(|c| !std::ptr::eq(c.load(Ordering::Relaxed), &EMPTY)),
+            "adjacency {i} written before its chunk was made"
+        );
         let s = self.slot(i);
-        debug_assert!(!std::ptr::eq(
-            self.chunks[i as usize / CHUNK].load(Ordering::Relaxed),
-            &EMPTY
-        ));
         let seq = s.seq.load(Ordering::Relaxed);
         s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
