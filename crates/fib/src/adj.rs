@@ -459,6 +459,12 @@ mod tests {
                 assert!(a.rewrite.iter().all(|&y| y == x), "torn rewrite {a:?}");
                 assert_eq!(a.tx_if, x as u32);
                 assert_eq!(a.nh, x as u32 * 0x01010101);
+                // The rewrite nodes' form, read the same way.
+                let w = r.rewrite(i);
+                let x = w.eth[2];
+                assert_eq!(w.eth[..2], [0, 0], "{w:?}");
+                assert!(w.eth[2..].iter().all(|&y| y == x), "torn eth {w:?}");
+                assert_eq!((w.tx_if, w.mtu), (x as u32, x as u16), "torn {w:?}");
                 r2.fetch_add(1, Ordering::Relaxed);
             }
             r2.load(Ordering::Relaxed)
@@ -471,5 +477,72 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         assert!(h.join().unwrap() > 0);
+    }
+
+    /// Readers at the allocation frontier (the last allocated index, the next one, one chunk
+    /// past it) while the writer allocates across chunk boundaries and keeps updating: an
+    /// index reads as drop (zeros) or as a whole adjacency, never torn, and an index the
+    /// writer has published as allocated never reads as zero (the chunk's zeros are visible
+    /// before its pointer, its words before the frontier).
+    #[test]
+    fn readers_at_the_allocation_frontier_never_see_a_torn_or_missing_adjacency() {
+        let mk = |x: u8| Adj {
+            kind: AdjKind::Rewrite,
+            tx_if: x as u32,
+            mtu: x as u16,
+            rewrite: [x; 14],
+            nh: x as u32 * 0x01010101,
+        };
+        let mut t = Adjacencies::new();
+        let r = t.table().clone();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Highest index allocated, stored (`Release`) after `find_or_add` returned.
+        let hi = Arc::new(AtomicU32::new(0));
+        let readers: Vec<_> = (0..2u32)
+            .map(|th| {
+                let (r, stop, hi) = (r.clone(), stop.clone(), hi.clone());
+                std::thread::spawn(move || {
+                    let (mut n, mut j) = (0u64, th);
+                    while !stop.load(Ordering::Relaxed) {
+                        let h = hi.load(Ordering::Acquire);
+                        for i in [1, h, h + 1, h + CHUNK as u32, j % (h + 2)] {
+                            let w = r.rewrite(i);
+                            let x = w.eth[2];
+                            assert_eq!(w.eth[..2], [0, 0], "{i}: {w:?}");
+                            assert!(w.eth[2..].iter().all(|&y| y == x), "torn eth {i}: {w:?}");
+                            assert_eq!((w.tx_if, w.mtu), (x as u32, x as u16), "torn {i}: {w:?}");
+                            if (1..=h).contains(&i) {
+                                assert_ne!(x, 0, "allocated {i} read as zero (frontier {h})");
+                            }
+                            let a = r.get(i);
+                            assert!(a.rewrite.iter().all(|&y| y == a.rewrite[0]), "{i}: {a:?}");
+                            assert_eq!(a.tx_if, a.rewrite[0] as u32, "{i}: {a:?}");
+                            n += 1;
+                        }
+                        j = j.wrapping_mul(1664525).wrapping_add(1013904223);
+                    }
+                    n
+                })
+            })
+            .collect();
+        // Four chunk boundaries; every allocation followed by updates of index 1 and of the
+        // new index (values never zero, so zero means "not written").
+        let mut k = 0u32;
+        let end = 4 * CHUNK as u32 + 16;
+        for i in 1..end {
+            let x = (i % 255 + 1) as u8;
+            assert_eq!(t.find_or_add((AdjKind::Rewrite, i, i), || mk(x)), Some(i));
+            hi.store(i, Ordering::Release);
+            for _ in 0..4 {
+                k = k.wrapping_add(1);
+                t.update(1, mk((k % 255 + 1) as u8));
+                t.update(i, mk((k % 253 + 1) as u8));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for h in readers {
+            assert!(h.join().unwrap() > 0);
+        }
+        assert_eq!(t.len(), end as usize);
     }
 }
