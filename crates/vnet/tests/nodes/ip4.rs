@@ -905,7 +905,10 @@ fn alternating_adjacencies_follow_route_and_neighbor_changes_between_frames() {
         t.drops(),
         [("ip4-glean".to_string(), "requests_sent")]
             .into_iter()
-            .chain(std::iter::repeat(("ip4-glean".to_string(), "throttled")).take(7))
+            .chain(std::iter::repeat_n(
+                ("ip4-glean".to_string(), "throttled"),
+                7
+            ))
             .collect::<Vec<_>>(),
         "every packet of the frame accounted for at ip4-glean"
     );
