@@ -212,6 +212,27 @@ impl AdjTable {
         }
     }
 
+    /// Reads adjacency `i` in both forms from one consistent copy: what a checked path that
+    /// needs the whole `Adj` and the fast path's form beside it reads (no conversion back).
+    #[inline(always)]
+    pub fn get_with_rewrite(&self, i: u32) -> (Adj, AdjRewrite) {
+        let [w0, w1, w2, w3] = self.slot(i).read();
+        let mut eth = [0u8; 16];
+        eth[..8].copy_from_slice(&w1.to_le_bytes());
+        eth[8..].copy_from_slice(&w2.to_le_bytes());
+        let mut rewrite = [0u8; 14];
+        rewrite.copy_from_slice(&eth[2..]);
+        let (tx_if, mtu) = ((w0 >> 8) as u32, (w0 >> 40) as u16);
+        let a = Adj {
+            kind: AdjKind::from_u8(w0 as u8),
+            tx_if,
+            mtu,
+            rewrite,
+            nh: w3 as u32,
+        };
+        (a, AdjRewrite { tx_if, mtu, eth })
+    }
+
     /// The kind only (one load): what `ip4-lookup` dispatches on.
     #[inline(always)]
     pub fn kind(&self, i: u32) -> AdjKind {
@@ -431,6 +452,7 @@ mod tests {
             assert_eq!((w.tx_if, w.mtu), (k, 1500));
             assert_eq!(w.eth[..2], [0, 0]);
             assert_eq!(w.eth[2..], mk(k).rewrite, "{k}");
+            assert_eq!(r.get_with_rewrite(k), (mk(k), w), "{k}");
         }
         assert_eq!(r.get(far + 2), Adj::DROP, "written up to far + 1 only");
         drop(t);

@@ -260,19 +260,25 @@ impl<const N: usize> FastAdj<N> {
         }
     }
 
-    /// Reads adjacency `index` from `table`: out of line, so that the fast-path loop keeps
-    /// its registers.
-    #[cold]
-    #[inline(never)]
-    fn load(table: &AdjTable, index: u32) -> Self {
-        // The table holds the Ethernet header in this form: two words copied.
-        let AdjRewrite { tx_if, mtu, eth } = table.rewrite(index);
+    /// Adjacency `index` from its rewrite form (as the table stores it: nothing converted).
+    #[inline(always)]
+    pub fn from_rewrite(index: u32, w: AdjRewrite) -> Self {
+        let AdjRewrite { tx_if, mtu, eth } = w;
         FastAdj {
             index,
             tx_if,
             eth,
             len: HeadLen::up_to(mtu_limit(mtu)),
         }
+    }
+
+    /// Reads adjacency `index` from `table`: out of line, so that the fast-path loop keeps
+    /// its registers.
+    #[cold]
+    #[inline(never)]
+    fn load(table: &AdjTable, index: u32) -> Self {
+        // The table holds the Ethernet header in this form: two words copied.
+        Self::from_rewrite(index, table.rewrite(index))
     }
 
     /// `fast_frame`'s fast path of a rewrite node: reloads the adjacency when the packet's

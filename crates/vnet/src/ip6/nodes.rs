@@ -564,9 +564,9 @@ impl Ip6RewriteSlow {
     /// Caches adjacency `ai` and its `ip6-output` next.
     #[inline(never)]
     fn load(&mut self, ai: u32) {
-        let a = self.shared.adj.get(ai);
+        let (a, w) = self.shared.adj.get_with_rewrite(ai);
         self.cached = a;
-        self.cached_fast = FastAdj::new(ai, &a);
+        self.cached_fast = FastAdj::from_rewrite(ai, w);
         self.cached_out = if self.out_any {
             self.shared
                 .v4
