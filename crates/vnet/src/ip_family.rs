@@ -15,9 +15,9 @@ use crate::neighbor::{Aging, Entries, Learned};
 use crate::own_source::OwnKeys;
 use crate::routes::{no_table, Hop, Lpm, RoutePaths, Source, Vrfs};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{Arena, BufIdx, Buffer, FrameAddrs, HeadLen};
+use sluice_buffer::{Arena, BufIdx, Buffer, BufferHeader, FrameAddrs, HeadLen};
 use sluice_cli::{Args, CliError};
-use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
+use sluice_fib::adj::{Adj, AdjKind, AdjRewrite, AdjTable, Adjacencies};
 use sluice_fib::lb::LoadBalances;
 use sluice_graph::{
     Cx, FrameScratch, Next, NodeFn, PacketNode, Suspend, Vlib, Wake, FRAME_SIZE, PREFETCH_AHEAD,
@@ -184,7 +184,7 @@ pub(crate) use adj_arcs;
 #[inline(always)]
 pub(crate) fn adj_arc(
     table: &AdjTable,
-    b: &mut Buffer<'_>,
+    hdr: &mut BufferHeader,
     a: u32,
     last: &mut (u32, u16),
     arcs: AdjArcs,
@@ -200,7 +200,7 @@ pub(crate) fn adj_arc(
         // The lookup node's arc to the adjacency's node (`IfAttr::lookup_node4/6`).
         AdjKind::Node => table.get(a).nh as u16,
         AdjKind::Drop => {
-            b.hdr.error = drop_error();
+            hdr.error = drop_error();
             return arcs.drop;
         }
     };
@@ -266,12 +266,25 @@ impl<const N: usize> FastAdj<N> {
         }
     }
 
+    /// Adjacency `index` from its rewrite form (as the table stores it: nothing converted).
+    #[inline(always)]
+    pub fn from_rewrite(index: u32, w: AdjRewrite) -> Self {
+        let AdjRewrite { tx_if, mtu, eth } = w;
+        FastAdj {
+            index,
+            tx_if,
+            eth,
+            len: HeadLen::up_to(mtu_limit(mtu)),
+        }
+    }
+
     /// Reads adjacency `index` from `table`: out of line, so that the fast-path loop keeps
     /// its registers.
     #[cold]
     #[inline(never)]
     fn load(table: &AdjTable, index: u32) -> Self {
-        Self::new(index, &table.get(index))
+        // The table holds the Ethernet header in this form: two words copied.
+        Self::from_rewrite(index, table.rewrite(index))
     }
 
     /// `fast_frame`'s fast path of a rewrite node: reloads the adjacency when the packet's

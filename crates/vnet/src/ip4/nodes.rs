@@ -13,7 +13,7 @@ use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::ip_family::{adj_arc, adj_arcs, fast_frame, rewrite_frame, AdjArcs, FastAdj, NO_ADJ};
 use crate::own_source::{is_local, key, SourceFilter};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
-use sluice_buffer::{Arena, BufIdx, Buffer};
+use sluice_buffer::{Arena, BufIdx, Buffer, BufferHeader};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_fib::ip4::Ip4EntryPrefetch;
 use sluice_graph::{
@@ -385,32 +385,44 @@ const NO_ROUTE: u32 = u32::MAX;
 /// `ip4-lookup`'s arcs by adjacency kind.
 const ARCS: AdjArcs = adj_arcs!(LookupNext);
 
-/// `ip4-lookup`: a packet whose LPM result `r` is not the remembered plain adjacency: no route, a
-/// load-balance (ECMP bucket by flow hash), or another adjacency, whose kind it reads.
+/// `ip4-lookup`: a packet whose LPM result `r` is a plain adjacency (below `LB_FLAG`) other
+/// than the remembered one: its kind read (the packet's header only, no view of it built).
 /// Remembers the adjacency and its arc in `last` (not a drop adjacency: its packets are
 /// counted one by one).
 #[inline(never)]
-fn resolve(shared: &Ip4Shared, cx: &Cx, mut v: Buffer<'_>, r: u32, last: &mut (u32, u16)) -> u16 {
+fn resolve(
+    hdr: &mut BufferHeader,
+    shared: &Ip4Shared,
+    cx: &Cx,
+    r: u32,
+    last: &mut (u32, u16),
+) -> u16 {
+    hdr.ip.adj_index = r;
+    adj_arc(&shared.adj, hdr, r, last, ARCS, || {
+        cx.error(LookupCounter::DropRoute)
+    })
+}
+
+/// `ip4-lookup`: a packet without a plain adjacency: no route (dropped, counted) or a
+/// load-balance (ECMP bucket by flow hash, then as [`resolve`]).
+#[inline(never)]
+fn resolve_lb(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, u16)) -> u16 {
     if r == NO_ROUTE {
         v.hdr.error = cx.error(LookupCounter::NoRoute);
         return LookupNext::Drop as u16;
     }
-    let a = if r >= super::LB_FLAG {
-        let h = flow_hash(v.data());
-        v.hdr.ip.flow_hash = h;
-        shared.lb.pick(r & (super::LB_FLAG - 1), h)
-    } else {
-        r
-    };
+    let h = flow_hash(v.data());
+    v.hdr.ip.flow_hash = h;
+    let a = shared.lb.pick(r & (super::LB_FLAG - 1), h);
     v.hdr.ip.adj_index = a;
-    adj_arc(&shared.adj, &mut v, a, last, ARCS, || {
+    adj_arc(&shared.adj, v.hdr, a, last, ARCS, || {
         cx.error(LookupCounter::DropRoute)
     })
 }
 
 /// `ip4-lookup`: the end of one packet's lookup (`b`, LPM result `r`): its adjacency
 /// stored and its next arc, from `last` when `r` is the remembered adjacency, else from
-/// [`resolve`].
+/// [`resolve`] (another adjacency) or [`resolve_lb`] (no route, a load-balance).
 #[inline(always)]
 fn finish(
     shared: &Ip4Shared,
@@ -425,9 +437,18 @@ fn finish(
         // the header is written.
         unsafe { arena.header_mut_unchecked(b) }.ip.adj_index = r;
         last.1
+    } else if r < super::LB_FLAG {
+        // SAFETY: as above.
+        resolve(
+            unsafe { arena.header_mut_unchecked(b) },
+            shared,
+            cx,
+            r,
+            last,
+        )
     } else {
         // SAFETY: as above; the view ends with the call.
-        resolve(shared, cx, unsafe { arena.buffer_unchecked(b) }, r, last)
+        resolve_lb(shared, cx, unsafe { arena.buffer_unchecked(b) }, r, last)
     }
 }
 

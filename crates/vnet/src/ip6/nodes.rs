@@ -11,7 +11,7 @@ use crate::ip_family::{adj_arc, adj_arcs, fast_frame, rewrite_frame, AdjArcs, Fa
 use crate::own_source::{is_local, key, SourceFilter};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
-use sluice_buffer::{BufIdx, Buffer};
+use sluice_buffer::{BufIdx, Buffer, BufferHeader};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
@@ -351,35 +351,47 @@ sluice_graph::counters! {
 /// `ip6-lookup`'s arcs by adjacency kind.
 const ARCS: AdjArcs = adj_arcs!(LookupNext);
 
-/// `ip6-lookup`: a packet whose LPM result `r` is not the remembered plain adjacency: no
-/// route (an ICMPv6 error asked for, counted in `no_route`), a load-balance (ECMP bucket
-/// by flow hash), or another adjacency, whose kind it reads. Remembers the adjacency and
-/// its arc in `last` (not a drop adjacency: its packets are counted one by one).
+/// `ip6-lookup`: a packet whose LPM result `r` is a plain adjacency (below `LB_FLAG`) other
+/// than the remembered one: its kind read (the packet's header only, no view of it built).
+/// Remembers the adjacency and its arc in `last` (not a drop adjacency: its packets are
+/// counted one by one).
 #[inline(never)]
 fn resolve(
+    hdr: &mut BufferHeader,
     shared: &Ip6Shared,
     cx: &Cx,
-    mut v: Buffer<'_>,
+    r: u32,
+    last: &mut (u32, u16),
+) -> u16 {
+    hdr.ip.adj_index = r;
+    adj_arc(&shared.adj, hdr, r, last, ARCS, || {
+        cx.error(LookupCounter::DropRoute)
+    })
+}
+
+/// `ip6-lookup`: a packet without a plain adjacency: no route (an ICMPv6 error asked for,
+/// counted in `no_route`) or a load-balance (ECMP bucket by flow hash, then as
+/// [`resolve`]).
+#[inline(never)]
+fn resolve_lb(
+    shared: &Ip6Shared,
+    cx: &Cx,
+    v: Buffer<'_>,
     r: u32,
     last: &mut (u32, u16),
     no_route: &mut u64,
 ) -> u16 {
-    let a = match r {
-        u32::MAX => {
-            *no_route += 1;
-            let code = icmpv6::unreach::NO_ROUTE;
-            crate::icmp_error::request(v.hdr, icmpv6::kind::DEST_UNREACH, code, 0);
-            return LookupNext::IcmpError as u16;
-        }
-        x if x >= LB_FLAG => {
-            let h = flow_hash(v.data());
-            v.hdr.ip.flow_hash = h;
-            shared.lb.pick(x & (LB_FLAG - 1), h)
-        }
-        x => x,
-    };
+    if r == u32::MAX {
+        *no_route += 1;
+        let code = icmpv6::unreach::NO_ROUTE;
+        crate::icmp_error::request(v.hdr, icmpv6::kind::DEST_UNREACH, code, 0);
+        return LookupNext::IcmpError as u16;
+    }
+    let h = flow_hash(v.data());
+    v.hdr.ip.flow_hash = h;
+    let a = shared.lb.pick(r & (LB_FLAG - 1), h);
     v.hdr.ip.adj_index = a;
-    adj_arc(&shared.adj, &mut v, a, last, ARCS, || {
+    adj_arc(&shared.adj, v.hdr, a, last, ARCS, || {
         cx.error(LookupCounter::DropRoute)
     })
 }
@@ -436,10 +448,14 @@ impl NodeFn for Ip6Lookup {
                 // written.
                 unsafe { arena.header_mut_unchecked(bi) }.ip.adj_index = r;
                 last.1
+            } else if r < LB_FLAG {
+                // SAFETY: as above.
+                let hdr = unsafe { arena.header_mut_unchecked(bi) };
+                resolve(hdr, &self.shared, cx, r, &mut last)
             } else {
                 // SAFETY: as above, resolved into `addrs`; the view ends with the call.
                 let v = unsafe { arena.buffer_at(addrs, j, bi) };
-                resolve(&self.shared, cx, v, r, &mut last, &mut no_route)
+                resolve_lb(&self.shared, cx, v, r, &mut last, &mut no_route)
             };
         }
         if no_route > 0 {
@@ -549,9 +565,9 @@ impl Ip6RewriteSlow {
     /// Caches adjacency `ai` and its `ip6-output` next.
     #[inline(never)]
     fn load(&mut self, ai: u32) {
-        let a = self.shared.adj.get(ai);
+        let (a, w) = self.shared.adj.get_with_rewrite(ai);
         self.cached = a;
-        self.cached_fast = FastAdj::new(ai, &a);
+        self.cached_fast = FastAdj::from_rewrite(ai, w);
         self.cached_out = if self.out_any {
             self.shared
                 .v4

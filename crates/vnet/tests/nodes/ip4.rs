@@ -842,3 +842,86 @@ fn local_drops_packets_from_our_own_address() {
     t.assert_counters(&[("own_source", 1), ("echo_replies", 1)]);
     t.assert_no_leaks();
 }
+
+/// A different adjacency every packet, across control-plane changes between frames (the
+/// rewrite reads the adjacency table whenever a packet's adjacency differs from the one
+/// before, and keeps nothing across frames): two routes via two neighbours alternate, each
+/// packet to its own neighbour's MAC; then one route moves to the other neighbour and that
+/// neighbour's MAC changes, and the next frame's packets all go to the new MAC; then that
+/// neighbour is deleted while the other route still points at it, and no packet leaves
+/// with its old MAC: ip4-lookup sends all 8 to `ip4-glean`, which sends one ARP request
+/// and drops them.
+#[test]
+fn alternating_adjacencies_follow_route_and_neighbor_changes_between_frames() {
+    let (mut t, sw) = setup("ip4-rewrite");
+    t.cli(&format!(
+        "ip neighbor loop0 10.0.0.2 {PEER_MAC} static
+         ip neighbor loop0 10.0.0.3 02:00:00:00:00:03 static
+         ip route add 10.0.1.0/24 via 10.0.0.2 loop0
+         ip route add 10.0.2.0/24 via 10.0.0.3 loop0"
+    ));
+    let frame = |t: &mut NodeTest| {
+        let pkts: Vec<Vec<u8>> = (0..8)
+            .map(|k| udp4_l3("10.0.0.5", ["10.0.1.7", "10.0.2.7"][k % 2]))
+            .collect();
+        through_lookup(t, sw, &pkts);
+        let out = t.arc("interface-output");
+        t.clear();
+        out
+    };
+    let out = frame(&mut t);
+    let macs: Vec<u8> = out.iter().map(|o| o.data[5]).collect();
+    assert_eq!(
+        macs,
+        [2, 3, 2, 3, 2, 3, 2, 3],
+        "each packet to its own neighbour"
+    );
+    assert!(out
+        .iter()
+        .all(|o| o.hdr.tx_if == sw && o.data[6..12] == [2, 0, 0, 0, 0, 1]));
+
+    t.cli(
+        "ip route del 10.0.1.0/24 via 10.0.0.2 loop0
+         ip route add 10.0.1.0/24 via 10.0.0.3 loop0
+         ip neighbor loop0 10.0.0.3 02:00:00:00:00:09 static",
+    );
+    let out = frame(&mut t);
+    assert_eq!(out.len(), 8);
+    assert!(
+        out.iter().all(|o| o.data[0..6] == [2, 0, 0, 0, 0, 9]),
+        "the moved route and the changed MAC from the next frame on"
+    );
+
+    t.cli("ip neighbor del loop0 10.0.0.3 02:00:00:00:00:09");
+    let pkts: Vec<Vec<u8>> = (0..8)
+        .map(|k| udp4_l3("10.0.0.5", ["10.0.1.7", "10.0.2.7"][k % 2]))
+        .collect();
+    through_lookup(&mut t, sw, &pkts);
+    let out = t.arc("interface-output");
+    // All 8 went to ip4-glean (the route's neighbour is gone): one ARP request for it
+    // leaves, the packets themselves are dropped there (the first counted as the one that
+    // sent the request, the rest throttled).
+    assert_eq!(
+        t.drops(),
+        [("ip4-glean".to_string(), "requests_sent")]
+            .into_iter()
+            .chain(std::iter::repeat_n(
+                ("ip4-glean".to_string(), "throttled"),
+                7
+            ))
+            .collect::<Vec<_>>(),
+        "every packet of the frame accounted for at ip4-glean"
+    );
+    assert_eq!(out.len(), 1, "only the ARP request leaves");
+    assert_eq!(out[0].data[..6], [0xff; 6]);
+    assert_eq!(out[0].data[12..14], [0x08, 0x06]);
+    assert!(
+        !out.iter()
+            .any(|o| o.data[0..6] == [2, 0, 0, 0, 0, 9] || o.data[0..6] == [2, 0, 0, 0, 0, 3]),
+        "nothing sent to a deleted neighbour: {:?}",
+        out.iter()
+            .map(|o| o.data[..14].to_vec())
+            .collect::<Vec<_>>()
+    );
+    t.assert_no_leaks();
+}
