@@ -1413,11 +1413,15 @@ fn interop_with_dpdk_testpmd_as_server_and_client() {
 // ---- interop with FD.io VPP's memif plugin (VPP cross-connects two memifs) ----
 
 /// A VPP process (`VPP_PREFIX`, else /work/vpp/install: `bin/vpp`, `bin/vppctl` and the memif
-/// plugin) with its own runtime directory, CLI socket and API segment; killed on drop.
+/// plugin) with its own runtime directory, CLI socket and API segment; killed on drop, its
+/// directory and the API segment's files in /dev/shm (which VPP leaves behind) removed.
 struct Vpp {
     child: std::process::Child,
     dir: PathBuf,
     vppctl: PathBuf,
+    /// `api-segment { prefix }`: VPP names its /dev/shm files `<prefix>-vpe-api` and
+    /// `<prefix>-global_vm`.
+    shm_prefix: String,
 }
 
 impl Drop for Vpp {
@@ -1425,6 +1429,9 @@ impl Drop for Vpp {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
+        for f in ["vpe-api", "global_vm"] {
+            let _ = std::fs::remove_file(format!("/dev/shm/{}-{f}", self.shm_prefix));
+        }
     }
 }
 
@@ -1454,11 +1461,12 @@ impl Vpp {
     fn start(prefix: &std::path::Path, plugins: &std::path::Path, tag: &str) -> Vpp {
         let dir = tmpdir(tag);
         let conf = dir.join("startup.conf");
+        let shm_prefix = format!("sluice-test-{}-{tag}", std::process::id());
         std::fs::write(
             &conf,
             format!(
                 "unix {{ nodaemon cli-listen {d}/cli.sock runtime-dir {d} }}\n\
-                 api-segment {{ prefix sluice-test-{pid}-{tag} }}\n\
+                 api-segment {{ prefix {shm_prefix} }}\n\
                  socksvr {{ socket-name {d}/api.sock }}\n\
                  plugins {{ path {p} plugin default {{ disable }} plugin memif_plugin.so {{ enable }} }}\n\
                  buffers {{ buffers-per-numa 16384 page-size 4k }}\n\
@@ -1466,7 +1474,6 @@ impl Vpp {
                  statseg {{ size 32M page-size 4k socket-name {d}/stats.sock }}\n",
                 d = dir.display(),
                 p = plugins.display(),
-                pid = std::process::id()
             ),
         )
         .unwrap();
@@ -1489,6 +1496,7 @@ impl Vpp {
             child,
             vppctl: prefix.join("bin/vppctl"),
             dir,
+            shm_prefix,
         };
         let t0 = Instant::now();
         while v.ctl("show version").is_none_or(|s| !s.contains("vpp")) {
