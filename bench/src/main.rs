@@ -56,7 +56,8 @@ pub struct Opts {
     #[arg(long)]
     quick: bool,
     /// ip4: only the cases whose name contains this (`1 route`; `2 next hops`, `4 next hops`:
-    /// routes via 2 or 4 next hops, packets alternating, which only `--only` runs);
+    /// routes via 2 or 4 next hops, packets alternating, which only `--only` runs; the
+    /// 255k/1M/real-table cases never run with `--only`);
     /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`;
     /// `host` the host-table cases, which only `--only` runs);
     /// l2: only the cases whose name contains this (`xconnect`, `1 MAC`, `1M MACs`, `learning`);

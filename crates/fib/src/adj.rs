@@ -120,6 +120,34 @@ impl Slot {
     }
 }
 
+/// The adjacency a slot's words hold (see [`Slot`]).
+#[inline(always)]
+fn adj_of([w0, w1, w2, w3]: [u64; 4]) -> Adj {
+    let mut rewrite = [0u8; 14];
+    rewrite[..6].copy_from_slice(&w1.to_le_bytes()[2..]);
+    rewrite[6..].copy_from_slice(&w2.to_le_bytes());
+    Adj {
+        kind: AdjKind::from_u8(w0 as u8),
+        tx_if: (w0 >> 8) as u32,
+        mtu: (w0 >> 40) as u16,
+        rewrite,
+        nh: w3 as u32,
+    }
+}
+
+/// A slot's words in the rewrite nodes' form: the stored Ethernet words as they are.
+#[inline(always)]
+fn rewrite_of([w0, w1, w2, _]: [u64; 4]) -> AdjRewrite {
+    let mut eth = [0u8; 16];
+    eth[..8].copy_from_slice(&w1.to_le_bytes());
+    eth[8..].copy_from_slice(&w2.to_le_bytes());
+    AdjRewrite {
+        tx_if: (w0 >> 8) as u32,
+        mtu: (w0 >> 40) as u16,
+        eth,
+    }
+}
+
 /// `CHUNK` slots: a table's unit of allocation.
 struct Chunk([Slot; CHUNK]);
 
@@ -189,53 +217,22 @@ impl AdjTable {
     /// Reads adjacency `i` (a consistent copy; `Adj::DROP` for an unknown index).
     #[inline(always)]
     pub fn get(&self, i: u32) -> Adj {
-        let [w0, w1, w2, w3] = self.slot(i).read();
-        let mut rewrite = [0u8; 14];
-        rewrite[..6].copy_from_slice(&w1.to_le_bytes()[2..]);
-        rewrite[6..].copy_from_slice(&w2.to_le_bytes());
-        Adj {
-            kind: AdjKind::from_u8(w0 as u8),
-            tx_if: (w0 >> 8) as u32,
-            mtu: (w0 >> 40) as u16,
-            rewrite,
-            nh: w3 as u32,
-        }
+        adj_of(self.slot(i).read())
     }
 
     /// Reads adjacency `i` in the rewrite nodes' form (a consistent copy; zeros for an
     /// unknown index): its Ethernet header is stored in that form, nothing is converted.
     #[inline(always)]
     pub fn rewrite(&self, i: u32) -> AdjRewrite {
-        let [w0, w1, w2, _] = self.slot(i).read();
-        let mut eth = [0u8; 16];
-        eth[..8].copy_from_slice(&w1.to_le_bytes());
-        eth[8..].copy_from_slice(&w2.to_le_bytes());
-        AdjRewrite {
-            tx_if: (w0 >> 8) as u32,
-            mtu: (w0 >> 40) as u16,
-            eth,
-        }
+        rewrite_of(self.slot(i).read())
     }
 
     /// Reads adjacency `i` in both forms from one consistent copy: what a checked path that
     /// needs the whole `Adj` and the fast path's form beside it reads (no conversion back).
     #[inline(always)]
     pub fn get_with_rewrite(&self, i: u32) -> (Adj, AdjRewrite) {
-        let [w0, w1, w2, w3] = self.slot(i).read();
-        let mut eth = [0u8; 16];
-        eth[..8].copy_from_slice(&w1.to_le_bytes());
-        eth[8..].copy_from_slice(&w2.to_le_bytes());
-        let mut rewrite = [0u8; 14];
-        rewrite.copy_from_slice(&eth[2..]);
-        let (tx_if, mtu) = ((w0 >> 8) as u32, (w0 >> 40) as u16);
-        let a = Adj {
-            kind: AdjKind::from_u8(w0 as u8),
-            tx_if,
-            mtu,
-            rewrite,
-            nh: w3 as u32,
-        };
-        (a, AdjRewrite { tx_if, mtu, eth })
+        let w = self.slot(i).read();
+        (adj_of(w), rewrite_of(w))
     }
 
     /// The kind only (one load): what `ip4-lookup` dispatches on.
@@ -464,16 +461,21 @@ mod tests {
         assert_eq!(r.get(far), mk(far), "the read side outlives the writer");
     }
 
-    #[test]
-    fn concurrent_readers_never_see_a_torn_adjacency() {
-        let mut t = Adjacencies::new();
-        let mk = |x: u8| Adj {
+    /// An adjacency every byte of which is `x` (a torn read mixes two of them).
+    fn uniform(x: u8) -> Adj {
+        Adj {
             kind: AdjKind::Rewrite,
             tx_if: x as u32,
             mtu: x as u16,
             rewrite: [x; 14],
             nh: x as u32 * 0x01010101,
-        };
+        }
+    }
+
+    #[test]
+    fn concurrent_readers_never_see_a_torn_adjacency() {
+        let mut t = Adjacencies::new();
+        let mk = uniform;
         let i = t.find_or_add((AdjKind::Rewrite, 1, 1), || mk(0)).unwrap();
         let r = t.table().clone();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -513,13 +515,7 @@ mod tests {
     /// before its pointer, its words before the frontier).
     #[test]
     fn readers_at_the_allocation_frontier_never_see_a_torn_or_missing_adjacency() {
-        let mk = |x: u8| Adj {
-            kind: AdjKind::Rewrite,
-            tx_if: x as u32,
-            mtu: x as u16,
-            rewrite: [x; 14],
-            nh: x as u32 * 0x01010101,
-        };
+        let mk = uniform;
         let mut t = Adjacencies::new();
         let r = t.table().clone();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

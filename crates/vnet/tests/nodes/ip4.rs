@@ -925,3 +925,64 @@ fn alternating_adjacencies_follow_route_and_neighbor_changes_between_frames() {
     );
     t.assert_no_leaks();
 }
+
+/// Point-to-point interfaces whose adjacency is a Node one (`set_lookup_node`, as an SRv6
+/// local SID's interface is): `ip4-lookup` hands the packets of a plain route and of an
+/// ECMP route through them straight to the node, untouched (no L2 header, TTL kept), with
+/// `adj_index` naming an adjacency whose `tx_if` is the interface; other routes still go to
+/// `ip4-rewrite`.
+#[test]
+fn lookup_hands_a_node_adjacencys_packets_straight_to_its_node() {
+    let (mut t, sw) = setup("ip4-lookup");
+    t.cli(&format!(
+        "ip neighbor loop0 10.0.0.2 {PEER_MAC} static
+         ip route add 10.0.1.0/24 via 10.0.0.2 loop0
+         create loopback interface
+         create loopback interface
+         set interface state loop1 up
+         set interface state loop2 up"
+    ));
+    let (l1, l2) = (t.sw_if("loop1"), t.sw_if("loop2"));
+    let sink = "ip4-source-check-via-rx";
+    let node = t.h.vm.registry.find(sink).unwrap();
+    for l in [l1, l2] {
+        let l = sluice_vnet::SwIfIndex(l);
+        sluice_vnet::set_p2p(&mut t.h.vm, l, true).unwrap();
+        sluice_vnet::set_lookup_node(&mut t.h.vm, l, false, node).unwrap();
+    }
+    t.capture(sink);
+    t.cli(
+        "ip route add 10.9.0.0/16 via loop1
+         ip route add 10.8.0.0/16 via loop1 via loop2",
+    );
+    let mut pkts = vec![
+        udp4_l3("10.0.0.2", "10.9.0.1"),
+        udp4_l3("10.0.0.2", "10.0.1.2"),
+    ];
+    pkts.extend((0..32).map(|i| udp4_l3(&format!("10.0.3.{i}"), "10.8.0.1")));
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    let at = t.arc(sink);
+    assert_eq!(
+        at.len(),
+        33,
+        "the plain route's packet and every ECMP packet"
+    );
+    let adj = sluice_vnet::ip4::shared(&mut t.h.vm).unwrap().adj.clone();
+    let mut seen = std::collections::BTreeSet::new();
+    for (p, sent) in at.iter().zip(pkts.iter().filter(|p| p[16..18] != [10, 0])) {
+        assert_eq!(
+            &p.data, sent,
+            "untouched: no L2 header, TTL and checksum kept"
+        );
+        let a = adj.get(p.hdr.ip.adj_index);
+        assert_eq!(a.kind, sluice_fib::adj::AdjKind::Node);
+        seen.insert(a.tx_if);
+    }
+    assert_eq!(seen, [l1, l2].into(), "both ECMP interfaces used");
+    assert_eq!(
+        t.arc("ip4-rewrite").len(),
+        1,
+        "the neighbour route's packet"
+    );
+    t.assert_no_leaks();
+}
