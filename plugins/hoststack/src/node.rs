@@ -50,7 +50,10 @@
 //!   system call), their tx FIFOs and eventfd interrupts, the control sockets'
 //!   readiness; no packet metadata.
 //! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
-//!   `ip.fib_index` 0.
+//!   `ip.fib_index` 0. With `tcp-tso`, a TCP aggregate is a buffer chain (`NEXT_PRESENT`,
+//!   `next_buffer`, `total_length_not_including_first_buffer`) with `flags` `GSO |
+//!   OFFLOAD_L4_CKSUM`, `gso_size` (the MSS), `gso_type` (TCPv4/TCPv6), `gso_l4_offset`,
+//!   `gso_l4_hdr_len` and a partial TCP checksum (the pseudo-header sum).
 //! - next: `ip4-lookup` (0), `ip6-lookup` (1), `error-drop` (2).
 //! - counters: `sent` (info), `no_buffer` (allocation failed: left in the FIFO, retried),
 //!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
