@@ -762,17 +762,18 @@ impl NodeFn for NatNode {
                 for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
                     // Past the frame's end the addresses repeat the last packet's.
                     addrs.prefetch(i + 2, true);
-                    // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
-                    // view lives for this iteration only.
+                    // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as
+                    // above); the view lives for this iteration only.
                     let b = unsafe { arena.buffer_at(addrs, i, bi) };
                     let mut c = NO_CAND;
                     if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                        // The flow key first: the ownership test below takes the tuple back from
-                        // it only when another thread may own the flow (a tuple passed by
-                        // reference from here was kept on the stack for every packet). The key is
-                        // built for every parsed packet, also those another thread owns (handed
-                        // off) and out2in ones to a non-external address (passed through): a few
-                        // instructions spent on those paths, for the saving on the candidates'.
+                        // The flow key first: the ownership test below takes the tuple back
+                        // from it only when another thread may own the flow (a tuple passed
+                        // by reference from here was kept on the stack for every packet).
+                        // The key is built for every parsed packet, also those another
+                        // thread owns (handed off) and out2in ones to a non-external
+                        // address (passed through): a few instructions spent on those
+                        // paths, for the saving on the candidates'.
                         let fib = if $out { 0 } else { b.hdr.ip.fib_index };
                         let k = Key::new(if $out { Side::Out } else { Side::In }, &t, fib);
                         let (owner, ours) = if $out {
@@ -788,12 +789,14 @@ impl NodeFn for NatNode {
                             )
                         };
                         if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                            // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                            // panics rather than losing the packet's candidacy silently).
+                            // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken
+                            // invariant panics rather than losing the packet's candidacy
+                            // silently).
                             let d = w.table.key_digest(k);
-                            // A table larger than the caches: its bucket prefetched, so that pass
-                            // 2's probe finds it in cache (the rest of the frame's parse overlaps
-                            // the miss). A smaller one is in cache: looked up here, at once.
+                            // A table larger than the caches: its bucket prefetched, so
+                            // that pass 2's probe finds it in cache (the rest of the
+                            // frame's parse overlaps the miss). A smaller one is in cache:
+                            // looked up here, at once.
                             if $far {
                                 w.table.prefetch_bucket(d);
                                 digests[nc] = d;
@@ -901,6 +904,7 @@ impl NodeFn for NatNode {
                         || h.rw(),
                         h.deltas(),
                     );
+                    // Tested here as well as in `trace`: an untraced hit does not read `h.rw()`.
                     if b.hdr.is_traced() {
                         trace(cx, &b, h.rw());
                     }
