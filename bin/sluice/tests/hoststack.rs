@@ -1517,9 +1517,11 @@ fn tcp_concurrent_connects_are_opened_by_their_owners() {
         let mut th = Vec::new();
         for _ in 0..APPS * EACH {
             let (mut c, _) = accept_within(&srv);
+            stall_limited(&c);
             th.push(std::thread::spawn(move || {
                 let mut v = Vec::new();
-                c.read_to_end(&mut v).is_ok() && v.is_empty()
+                or_stall(c.read_to_end(&mut v), "kernel server reading to the end");
+                v.is_empty()
             }));
         }
         th.into_iter()
@@ -2259,8 +2261,9 @@ fn preload_half_close_with_the_kernel() {
     let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5301").unwrap());
     let srv = std::thread::spawn(move || {
         let (mut c, _) = accept_within(&l);
+        stall_limited(&c);
         let mut got = Vec::new();
-        c.read_to_end(&mut got).unwrap();
+        or_stall(c.read_to_end(&mut got), "half-close server reading");
         let reply = format!("got {} {}", got.len(), byte_sum(&got));
         c.write_all(reply.as_bytes()).unwrap();
         got
@@ -2284,8 +2287,9 @@ fn preload_half_close_with_the_kernel() {
         let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5303").unwrap());
         let srv = std::thread::spawn(move || {
             let (mut c, _) = accept_within(&l);
+            stall_limited(&c);
             let mut got = Vec::new();
-            c.read_to_end(&mut got).unwrap();
+            or_stall(c.read_to_end(&mut got), "nc -N server reading");
             c.write_all(format!("got {}", got.len()).as_bytes())
                 .unwrap();
         });
@@ -2317,8 +2321,12 @@ fn preload_half_close_with_the_kernel() {
         let greeting = peer.run(move || {
             let to = SocketAddr::from(([10, 77, 0, 1], port));
             let mut s = std::net::TcpStream::connect(to).unwrap();
+            stall_limited(&s);
             let mut g = Vec::new();
-            s.read_to_end(&mut g).unwrap();
+            or_stall(
+                s.read_to_end(&mut g),
+                "half-close client reading the greeting",
+            );
             s.write_all(&sent).unwrap();
             g
         });

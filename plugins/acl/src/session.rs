@@ -72,6 +72,17 @@ impl Cutoffs {
     }
 }
 
+/// The idle timeout a session is under ([`Session::timeout`], [`Cutoffs`]).
+#[derive(Clone, Copy)]
+enum TimeoutClass {
+    /// Any protocol but TCP.
+    Udp,
+    /// TCP, established.
+    TcpIdle,
+    /// TCP, opening or closing.
+    TcpTransient,
+}
+
 impl Default for Timeouts {
     /// VPP's defaults.
     fn default() -> Self {
@@ -566,28 +577,40 @@ impl Session {
                 && self.tcp & (tcp::FIN | tcp::RST) == 0)
     }
 
+    /// Which idle timeout applies now: the one place [`Session::timeout`] and
+    /// [`Session::expired_by`] take it from.
+    #[inline(always)]
+    fn class(&self) -> TimeoutClass {
+        match self.proto {
+            6 if self.established() => TimeoutClass::TcpIdle,
+            6 => TimeoutClass::TcpTransient,
+            _ => TimeoutClass::Udp,
+        }
+    }
+
     /// The idle timeout that applies now.
     pub fn timeout(&self, t: &Timeouts) -> u32 {
-        match self.proto {
-            6 if self.established() => t.tcp_idle,
-            6 => t.tcp_transient,
-            _ => t.udp_idle,
+        match self.class() {
+            TimeoutClass::TcpIdle => t.tcp_idle,
+            TimeoutClass::TcpTransient => t.tcp_transient,
+            TimeoutClass::Udp => t.udp_idle,
         }
     }
 
     /// Whether it has expired at `now` (its idle time reached the timeout that applies).
-    #[inline(always)]
+    #[cfg(test)]
     pub fn expired(&self, now: f64, t: &Timeouts) -> bool {
         self.expired_by(&Cutoffs::at(now, t))
     }
 
-    /// [`Session::expired`] at the time of cutoffs `c`.
+    /// Whether it has expired at the time of cutoffs `c` (its idle time reached the
+    /// timeout that applies).
     #[inline(always)]
     pub fn expired_by(&self, c: &Cutoffs) -> bool {
-        let cut = match self.proto {
-            6 if self.established() => c.tcp_idle,
-            6 => c.tcp_transient,
-            _ => c.udp,
+        let cut = match self.class() {
+            TimeoutClass::TcpIdle => c.tcp_idle,
+            TimeoutClass::TcpTransient => c.tcp_transient,
+            TimeoutClass::Udp => c.udp,
         };
         self.last <= cut
     }

@@ -126,7 +126,8 @@ impl Plugin for HoststackPlugin {
                                 // below two, no aggregate at all.
                                 if n != 0 && n < 2 * 1460 {
                                     log::warn!(
-                                        "session: tcp-tso {n}: aggregates are whole segments,                                          so below two (2920 bytes at MSS 1460) there are none"
+                                        "session: tcp-tso {n}: aggregates are whole segments, \
+                                         so below two (2920 bytes at MSS 1460) there are none"
                                     );
                                 }
                                 n

@@ -50,11 +50,15 @@
 //!   system call), their tx FIFOs and eventfd interrupts, the control sockets'
 //!   readiness; no packet metadata.
 //! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
-//!   `ip.fib_index` 0.
+//!   `ip.fib_index` 0. With `tcp-tso`, a TCP aggregate is a buffer chain (`NEXT_PRESENT`,
+//!   `next_buffer`, `total_length_not_including_first_buffer`) with `flags` `GSO |
+//!   OFFLOAD_L4_CKSUM`, `gso_size` (the MSS), `gso_type` (TCPv4/TCPv6), `gso_l4_offset`,
+//!   `gso_l4_hdr_len` and a partial TCP checksum (the pseudo-header sum).
 //! - next: `ip4-lookup` (0), `ip6-lookup` (1), `error-drop` (2).
 //! - counters: `sent` (info), `no_buffer` (allocation failed: left in the FIFO, retried),
 //!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
-//!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
+//!   address: dropped; a TCP connection's segment between two families: not built),
+//!   `corrupt_fifo` (an application wrote impossible positions or
 //!   lengths: its FIFO is emptied; or a TCP tx FIFO shorter than its connection counts on:
 //!   that segment is not built), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info),
 //!   `tcp_tso` (info: TSO aggregates among `tcp_sent`, `tcp-tso on`), `tcp_tso_fallback`
@@ -207,8 +211,8 @@ sluice_graph::counters! {
         Sent => info("sent", "datagrams sent"),
         /// No buffer.
         NoBuffer => error("no_buffer", "no buffer (datagram left queued)"),
-        /// Datagram to an invalid peer.
-        BadPeer => error("bad_peer", "datagram to an invalid peer"),
+        /// Datagram (or TCP segment) to an invalid peer.
+        BadPeer => error("bad_peer", "datagram or TCP segment to an invalid peer"),
         /// Corrupt application tx FIFO.
         CorruptFifo => error("corrupt_fifo", "application tx FIFO corrupt (emptied, or TCP data not built)"),
         /// TCP segments sent.
@@ -677,6 +681,8 @@ fn tcp_options(o: &Out, t: &mut [u8]) -> usize {
 enum SegError {
     /// No buffer (retried when the session is queued again).
     NoBuffer,
+    /// The local and remote addresses are of two families (`bad_peer`; not retried).
+    BadPeer,
     /// The tx FIFO held fewer bytes than the connection counted on (`corrupt_fifo`).
     ShortFifo,
 }
@@ -686,7 +692,7 @@ enum SegError {
 /// the first buffer, with the GSO metadata (`flags::GSO`, `gso_size` the segment size)
 /// and the TCP checksum partial (the pseudo-header sum over the whole length, as Linux's
 /// `CHECKSUM_PARTIAL`): `interface-output` hands it whole to a driver that takes
-/// aggregates, else to `gso-segment`. Errors: no buffer (or addresses of two families),
+/// aggregates, else to `gso-segment`. Errors: no buffer, addresses of two families,
 /// or `tx` gave fewer bytes than `o` asks for (nothing built: never a hole in the stream).
 fn tcp_segment(
     cx: &mut Cx,
@@ -699,7 +705,7 @@ fn tcp_segment(
     let ihl = match (local.ip(), remote.ip()) {
         (IpAddr::V4(_), IpAddr::V4(_)) => 20,
         (IpAddr::V6(_), IpAddr::V6(_)) => 40,
-        _ => return Err(SegError::NoBuffer),
+        _ => return Err(SegError::BadPeer),
     };
     let mut bi = [BufIdx(0)];
     if cx.bufs().alloc(&mut bi) != 1 {
@@ -750,7 +756,13 @@ fn tcp_segment(
             total += got;
         }
     }
-    if tx.is_some() && total < (o.len as usize).min(if o.gso != 0 { usize::MAX } else { room }) {
+    // All of `o`'s bytes: in the chain for an aggregate, in the first buffer otherwise.
+    let want = if o.gso != 0 {
+        o.len as usize
+    } else {
+        (o.len as usize).min(room)
+    };
+    if tx.is_some() && total < want {
         cx.free(&[bi]);
         return Err(SegError::ShortFifo);
     }
@@ -1060,6 +1072,7 @@ impl SessionQueue {
                         cx.count(SqCounter::TcpRstSent, 1);
                     }
                 }
+                Err(SegError::BadPeer) => cx.count(SqCounter::BadPeer, 1),
                 Err(_) => cx.count(SqCounter::NoBuffer, 1),
             }
         }
@@ -1183,6 +1196,7 @@ impl SessionQueue {
             // Not sent, not requeued (no spinning): tried again when the session is
             // queued again, counted again.
             Some(SegError::ShortFifo) => cx.count(SqCounter::CorruptFifo, 1),
+            Some(SegError::BadPeer) => cx.count(SqCounter::BadPeer, 1),
             None => {}
         }
         s.stats.tx += n;

@@ -762,17 +762,18 @@ impl NodeFn for NatNode {
                 for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
                     // Past the frame's end the addresses repeat the last packet's.
                     addrs.prefetch(i + 2, true);
-                    // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
-                    // view lives for this iteration only.
+                    // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as
+                    // above); the view lives for this iteration only.
                     let b = unsafe { arena.buffer_at(addrs, i, bi) };
                     let mut c = NO_CAND;
                     if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
-                        // The flow key first: the ownership test below takes the tuple back from
-                        // it only when another thread may own the flow (a tuple passed by
-                        // reference from here was kept on the stack for every packet). The key is
-                        // built for every parsed packet, also those another thread owns (handed
-                        // off) and out2in ones to a non-external address (passed through): a few
-                        // instructions spent on those paths, for the saving on the candidates'.
+                        // The flow key first: the ownership test below takes the tuple back
+                        // from it only when another thread may own the flow (a tuple passed
+                        // by reference from here was kept on the stack for every packet).
+                        // The key is built for every parsed packet, also those another
+                        // thread owns (handed off) and out2in ones to a non-external
+                        // address (passed through): a few instructions spent on those
+                        // paths, for the saving on the candidates'.
                         let fib = if $out { 0 } else { b.hdr.ip.fib_index };
                         let k = Key::new(if $out { Side::Out } else { Side::In }, &t, fib);
                         let (owner, ours) = if $out {
@@ -788,12 +789,14 @@ impl NodeFn for NatNode {
                             )
                         };
                         if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                            // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                            // panics rather than losing the packet's candidacy silently).
+                            // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken
+                            // invariant panics rather than losing the packet's candidacy
+                            // silently).
                             let d = w.table.key_digest(k);
-                            // A table larger than the caches: its bucket prefetched, so that pass
-                            // 2's probe finds it in cache (the rest of the frame's parse overlaps
-                            // the miss). A smaller one is in cache: looked up here, at once.
+                            // A table larger than the caches: its bucket prefetched, so
+                            // that pass 2's probe finds it in cache (the rest of the
+                            // frame's parse overlaps the miss). A smaller one is in cache:
+                            // looked up here, at once.
                             if $far {
                                 w.table.prefetch_bucket(d);
                                 digests[nc] = d;
@@ -901,6 +904,7 @@ impl NodeFn for NatNode {
                         || h.rw(),
                         h.deltas(),
                     );
+                    // Tested here as well as in `trace`: an untraced hit does not read `h.rw()`.
                     if b.hdr.is_traced() {
                         trace(cx, &b, h.rw());
                     }
@@ -1147,10 +1151,10 @@ mod tests {
         h.assert_no_leaks();
     }
 
-    /// One frame on thread 0 holding established flows of both threads: pass 1 translates
-    /// thread 0's (next arcs written at their frame positions), pass 2 hands thread 1's
+    /// One frame on thread 0 holding established flows of both threads: pass 2 translates
+    /// thread 0's (next arcs written at their frame positions), pass 3 hands thread 1's
     /// over, and the squeeze of the frame keeps the translated packets, in frame order, with
-    /// the next arcs pass 1 wrote. (Leaving pass 1's packets out of the kept frame loses
+    /// the next arcs pass 2 wrote. (Leaving pass 2's packets out of the kept frame loses
     /// them: this test then fails, four packets reaching ip4-lookup instead of eight.)
     #[test]
     fn lookup_pass_hits_and_handoffs_in_one_frame_keep_frame_order() {
@@ -1191,7 +1195,7 @@ mod tests {
         h.run_with(&first, rx);
         wait(h, "session_created", 8);
         h.clear();
-        // Frame 2 alternates them: thread 0's are pass 1 hits, thread 1's are handed over.
+        // Frame 2 alternates them: thread 0's are pass 2 hits, thread 1's are handed over.
         let frame: Vec<(u32, Vec<u8>)> = own
             .iter()
             .zip(&other)
@@ -1260,7 +1264,7 @@ mod tests {
             h.clear();
             out
         };
-        // Round 1 creates the sessions (pass 2), round 2 finds them all (pass 1), each
+        // Round 1 creates the sessions (pass 3), round 2 finds them all (pass 2), each
         // candidate's bucket prefetched in pass 1.
         let created = run(&mut h);
         h.assert_counters(&[("session_created", n as u64), ("translated", n as u64)]);
@@ -1291,14 +1295,14 @@ mod tests {
     }
 
     /// One frame of established flows and new ones interleaved, longer than the lookup
-    /// pipeline (`PROBE_BEHIND` + `HIT_BEHIND` candidates), in a table below and past
-    /// `PREFETCH_BUCKETS_FROM` sessions: the hits are translated in pass 1 as their
+    /// pass's flow-record prefetch distance (`SESSION_AHEAD` candidates), in a table below
+    /// and past `PREFETCH_BUCKETS_FROM` sessions: the hits are translated in pass 2 as their
     /// sessions' creation translated them, each new flow (one of them twice) gets one
-    /// session in pass 2, and the frame leaves in its order. Packets that are not
+    /// session in pass 3, and the frame leaves in its order. Packets that are not
     /// candidates (an unsupported protocol, passed through) sit between the flows, so a
     /// candidate's index is not its frame position; a second frame of established flows
-    /// and those alone (no session created in it, so pass 2 does not look a flow up again)
-    /// fails if pass 1's pipeline hits a candidate by its frame position or skips one.
+    /// and those alone (no session created in it, so pass 3 does not look a flow up again)
+    /// fails if pass 2 hits a candidate by its frame position or skips one.
     fn mixed_frame(filler: usize) {
         let (mut h, pg0, _) = in2out_4096();
         let rx = |m: &mut BufferHeader| m.rx_if = pg0;
@@ -1374,9 +1378,9 @@ mod tests {
             "a new flow's two packets, one session"
         );
         h.clear();
-        // Established flows alone, a packet passed through after every third: pass 1
-        // translates every one (no session is created, so a candidate pass 1 missed would
-        // get a second session in pass 2).
+        // Established flows alone, a packet passed through after every third: pass 2
+        // translates every one (no session is created, so a candidate pass 2 missed would
+        // get a second session in pass 3).
         let mut frame = Vec::new();
         let mut want = Vec::new();
         for (k, p) in old.iter().enumerate() {
@@ -1414,9 +1418,9 @@ mod tests {
 
     /// Sessions that expired but were not freed before the frame (more than the frame's
     /// `FRAME_EXPIRE`) are found expired by the lookup pass (`EXPIRED`) and looked up again
-    /// in pass 2, which frees each and makes a new session: nothing is refused as a
+    /// in pass 3, which frees each and makes a new session: nothing is refused as a
     /// collision with the old keys. The frame comes newest first, so the expired ones come
-    /// before any creation of the frame (which would make pass 2 look up again anyway).
+    /// before any creation of the frame (which would make pass 3 look up again anyway).
     #[test]
     fn expired_sessions_found_by_the_lookup_pass_are_replaced() {
         let n = 20usize;
