@@ -1097,9 +1097,9 @@ fn many_tunnels_deleted_under_traffic() {
 /// The decap node parses a frame into keys, looks each key that differs from the previous
 /// packet's up once, and finishes every packet from its key's result: on a fresh node,
 /// frames of 40 tunnels (each packet's key new, or the previous packet's) mixed with
-/// malformed packets (parsed, never looked up) and unknown VNIs. A packet finished with another key's result, or a stale one (a miss on the first
-/// frame, the last frame's after), shows in the tunnels' rx counters and the drop counters
-/// below, which are exact.
+/// malformed packets (parsed, never looked up) and unknown VNIs. A packet finished with
+/// another key's result, or a stale one (a miss on the first frame, the last frame's after),
+/// shows in the tunnels' rx counters and the drop counters below, which are exact.
 #[test]
 fn decap_frames_with_malformed_and_repeated_keys() {
     let (mut vm, t, _) = setup(false);
