@@ -80,6 +80,23 @@ fn from_addr(pg0: [u8; 6], src: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// The IPv6 underlay: the peer 2001:db8::2 and us, 2001:db8::1.
+const PEER6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
+const US6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+
+/// [`from_peer`] over IPv6: the underlay frame from the peer ([`PEER6`]) to `dst`, next
+/// header `nh`, hop limit 64, carrying `payload`.
+fn from_peer6(pg0: [u8; 6], dst: std::net::Ipv6Addr, nh: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = eth(pg0, PEER, 0x86dd);
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[nh, 64]);
+    f.extend_from_slice(&PEER6.octets());
+    f.extend_from_slice(&dst.octets());
+    f.extend_from_slice(payload);
+    f
+}
+
 /// The remote end of tunnel `t` of the L3 tunnel cases: 10.0.0.2 (the neighbour) for the
 /// first, 10.1.x.y (routed via it) for the others.
 fn tunnel_peer(t: u32) -> [u8; 4] {
@@ -121,22 +138,12 @@ fn vxlan(pg0: [u8; 6], vni: u32, i: u16) -> Vec<u8> {
     from_peer(pg0, 17, &vxlan_payload(vni, i))
 }
 
-/// [`vxlan`] over IPv6: from the peer 2001:db8::2 to us (2001:db8::1), the UDP checksum
-/// set (IPv6 requires one).
+/// [`vxlan`] over IPv6: from the peer to us ([`from_peer6`]), the UDP checksum set (IPv6
+/// requires one).
 fn vxlan6(pg0: [u8; 6], vni: u32, i: u16) -> Vec<u8> {
     let mut p = vxlan_payload(vni, i);
-    let src = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
-    let dst = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
-    sluice_wire::udp::UdpPacket::new_unchecked(&mut p[..]).fill_checksum_v6(src, dst);
-    let (src, dst) = (src.octets(), dst.octets());
-    let mut f = eth(pg0, PEER, 0x86dd);
-    f.extend_from_slice(&[0x60, 0, 0, 0]);
-    f.extend_from_slice(&(p.len() as u16).to_be_bytes());
-    f.extend_from_slice(&[17, 64]);
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&p);
-    f
+    sluice_wire::udp::UdpPacket::new_unchecked(&mut p[..]).fill_checksum_v6(PEER6, US6);
+    from_peer6(pg0, US6, 17, &p)
 }
 
 /// pg0 (input side) and pg1; the underlay on `underlay` (10.0.0.1/24, peer .2).
@@ -570,27 +577,14 @@ fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec
         ],
     );
     let pg0 = mac_of(&vm, "pg0");
-    let sid: [u8; 16] = "fc00:5::d4"
-        .parse::<std::net::Ipv6Addr>()
-        .map(|a| a.octets())
-        .unwrap_or_default();
-    let peer: [u8; 16] = "2001:db8::2"
-        .parse::<std::net::Ipv6Addr>()
-        .map(|a| a.octets())
-        .unwrap_or_default();
+    let sid = std::net::Ipv6Addr::new(0xfc00, 5, 0, 0, 0, 0, 0, 0xd4);
     let frames: Vec<Vec<u8>> = (0..4096u32)
         .map(|i| {
-            let ip = lan_udp(i);
-            let mut f = eth(pg0, PEER, 0x86dd);
-            f.extend_from_slice(&[0x60, 0, 0, 0]);
-            f.extend_from_slice(&((24 + ip.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&[43, 64]);
-            f.extend_from_slice(&peer);
-            f.extend_from_slice(&sid);
-            f.extend_from_slice(&[4, 2, 4, 0, 0, 0, 0, 0]);
-            f.extend_from_slice(&sid);
-            f.extend_from_slice(&ip);
-            f
+            // An SRH (segments left 0, the SID its one segment) and the inner IPv4 packet.
+            let mut p = vec![4, 2, 4, 0, 0, 0, 0, 0];
+            p.extend_from_slice(&sid.octets());
+            p.extend(lan_udp(i));
+            from_peer6(pg0, sid, 43, &p)
         })
         .collect();
     let path = [
