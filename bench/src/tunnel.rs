@@ -228,6 +228,34 @@ const DECAP_PATH: [&str; 8] = [
     "pg-tx",
 ];
 
+/// The case names (`case` and the per-protocol functions match `--only` by substring
+/// against them; [`bench_tunnel`] lists them all for `check_only`).
+const VXLAN_ENCAP: &str = "vxlan encap";
+const SRV6_ENCAPS: &str = "srv6 t.encaps";
+const SRV6_DX4: &str = "srv6 end.dx4";
+/// The VXLAN decap cases' protocols and whether their underlay is IPv6 ([`vxlan_decap`]).
+const VXLAN: [(&str, bool); 2] = [("vxlan", false), ("vxlan6", true)];
+/// The L3 tunnel protocols of [`l3_tunnel`].
+const L3: [&str; 3] = ["gre", "ipip", "gtpu"];
+
+/// The name of VXLAN decap case of `proto` ("vxlan", "vxlan6") with `n` tunnels.
+fn vxlan_decap_name(proto: &str, n: u32) -> String {
+    format!("{proto} decap, {n} tunnel{}", if n > 1 { "s" } else { "" })
+}
+
+/// The names of the encap and decap cases of L3 tunnel `proto` with `n` tunnels.
+fn l3_names(proto: &str, n: u32) -> [String; 2] {
+    let suffix = if n > 1 {
+        format!(", {n} tunnels")
+    } else {
+        String::new()
+    };
+    [
+        format!("{proto} encap{suffix}"),
+        format!("{proto} decap{suffix}"),
+    ]
+}
+
 /// VXLAN decap with `n` tunnels, cross-connected to pg1; `v6`: over an IPv6 underlay
 /// (2001:db8::1 on pg0, `vxlan6-input`; the case is "vxlan6 decap").
 fn vxlan_decap(
@@ -238,11 +266,12 @@ fn vxlan_decap(
     out: &mut String,
     json: &mut Vec<String>,
 ) -> f64 {
-    let (proto, ends) = match v6 {
-        true => ("vxlan6", "src 2001:db8::1 dst 2001:db8::2"),
-        false => ("vxlan", "src 10.0.0.1 dst 10.0.0.2"),
+    let proto = VXLAN[v6 as usize].0;
+    let ends = match v6 {
+        true => "src 2001:db8::1 dst 2001:db8::2",
+        false => "src 10.0.0.1 dst 10.0.0.2",
     };
-    let name = format!("{proto} decap, {n} tunnel{}", if n > 1 { "s" } else { "" });
+    let name = vxlan_decap_name(proto, n);
     if o.only.as_deref().is_some_and(|w| !name.contains(w)) {
         return 0.0;
     }
@@ -290,30 +319,15 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000u32);
-    // The case names below (`case` and the per-protocol functions match `--only` by
-    // substring against them), so that a string matching none stops the run.
-    let mut names: Vec<String> = [
-        "vxlan encap",
-        "vxlan decap, 1 tunnel",
-        "vxlan6 decap, 1 tunnel",
-    ]
-    .map(String::from)
-    .to_vec();
-    let l3 = ["gre", "ipip", "gtpu"];
-    names.extend(
-        l3.iter()
-            .flat_map(|p| [format!("{p} encap"), format!("{p} decap")]),
-    );
-    if !o.quick {
-        names.extend(["vxlan", "vxlan6"].map(|p| format!("{p} decap, {n} tunnels")));
-        names.extend(l3.iter().flat_map(|p| {
-            [
-                format!("{p} encap, {n} tunnels"),
-                format!("{p} decap, {n} tunnels"),
-            ]
-        }));
+    // Every case name, from the functions the cases are named by, so that a string
+    // matching none stops the run.
+    let counts: &[u32] = if o.quick { &[1] } else { &[1, n] };
+    let mut names = vec![VXLAN_ENCAP.to_string()];
+    for &k in counts {
+        names.extend(VXLAN.map(|(p, _)| vxlan_decap_name(p, k)));
+        names.extend(L3.iter().flat_map(|p| l3_names(p, k)));
     }
-    names.extend(["srv6 t.encaps", "srv6 end.dx4"].map(String::from));
+    names.extend([SRV6_ENCAPS, SRV6_DX4].map(String::from));
     crate::check_only(
         o,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -350,12 +364,12 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             "interface-output",
             "pg-tx",
         ];
-        case(o, "vxlan encap", vm, &t, &frames, &path, &dir, out, json);
+        case(o, VXLAN_ENCAP, vm, &t, &frames, &path, &dir, out, json);
     }
     // VXLAN decap over IPv4, then IPv6: 1 tunnel, then (not with --quick) n.
-    for (proto, v6) in [("vxlan", false), ("vxlan6", true)] {
+    for (proto, v6) in VXLAN {
         let one = vxlan_decap(o, 1, v6, &dir, out, json);
-        let many_name = format!("{proto} decap, {n} tunnels");
+        let many_name = vxlan_decap_name(proto, n);
         if !o.quick && o.only.as_deref().is_none_or(|w| many_name.contains(w)) {
             let many = vxlan_decap(o, n, v6, &dir, out, json);
             if one > 0.0 {
@@ -368,11 +382,11 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         }
     }
     // GRE L3, IP-in-IP and GTP-U with 1 tunnel, then (not with --quick) n tunnels.
-    for proto in ["gre", "ipip", "gtpu"] {
+    for proto in L3 {
         l3_tunnel(o, proto, 1, &dir, out, json);
     }
     if !o.quick {
-        for proto in ["gre", "ipip", "gtpu"] {
+        for proto in L3 {
             l3_tunnel(o, proto, n, &dir, out, json);
         }
     }
@@ -393,15 +407,7 @@ fn l3_tunnel(
     out: &mut String,
     json: &mut Vec<String>,
 ) {
-    let suffix = if n > 1 {
-        format!(", {n} tunnels")
-    } else {
-        String::new()
-    };
-    let [enc_name, dec_name] = [
-        format!("{proto} encap{suffix}"),
-        format!("{proto} decap{suffix}"),
-    ];
+    let [enc_name, dec_name] = l3_names(proto, n);
     if o.only
         .as_deref()
         .is_some_and(|w| !enc_name.contains(w) && !dec_name.contains(w))
@@ -565,7 +571,7 @@ fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec
         "ip6-rewrite",
         "pg-tx",
     ];
-    case(o, "srv6 t.encaps", vm, &t, &frames, &path, dir, out, json);
+    case(o, SRV6_ENCAPS, vm, &t, &frames, &path, dir, out, json);
     let (mut vm, t) = base6("pg0");
     clis(
         &mut vm,
@@ -595,7 +601,7 @@ fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec
         "ip4-rewrite",
         "pg-tx",
     ];
-    case(o, "srv6 end.dx4", vm, &t, &frames, &path, dir, out, json);
+    case(o, SRV6_DX4, vm, &t, &frames, &path, dir, out, json);
 }
 
 #[cfg(test)]
