@@ -80,6 +80,23 @@ fn from_addr(pg0: [u8; 6], src: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// The IPv6 underlay: the peer 2001:db8::2 and us, 2001:db8::1.
+const PEER6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
+const US6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+
+/// [`from_peer`] over IPv6: the underlay frame from the peer ([`PEER6`]) to `dst`, next
+/// header `nh`, hop limit 64, carrying `payload`.
+fn from_peer6(pg0: [u8; 6], dst: std::net::Ipv6Addr, nh: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = eth(pg0, PEER, 0x86dd);
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[nh, 64]);
+    f.extend_from_slice(&PEER6.octets());
+    f.extend_from_slice(&dst.octets());
+    f.extend_from_slice(payload);
+    f
+}
+
 /// The remote end of tunnel `t` of the L3 tunnel cases: 10.0.0.2 (the neighbour) for the
 /// first, 10.1.x.y (routed via it) for the others.
 fn tunnel_peer(t: u32) -> [u8; 4] {
@@ -121,22 +138,12 @@ fn vxlan(pg0: [u8; 6], vni: u32, i: u16) -> Vec<u8> {
     from_peer(pg0, 17, &vxlan_payload(vni, i))
 }
 
-/// [`vxlan`] over IPv6: from the peer 2001:db8::2 to us (2001:db8::1), the UDP checksum
-/// set (IPv6 requires one).
+/// [`vxlan`] over IPv6: from the peer to us ([`from_peer6`]), the UDP checksum set (IPv6
+/// requires one).
 fn vxlan6(pg0: [u8; 6], vni: u32, i: u16) -> Vec<u8> {
     let mut p = vxlan_payload(vni, i);
-    let src = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
-    let dst = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
-    sluice_wire::udp::UdpPacket::new_unchecked(&mut p[..]).fill_checksum_v6(src, dst);
-    let (src, dst) = (src.octets(), dst.octets());
-    let mut f = eth(pg0, PEER, 0x86dd);
-    f.extend_from_slice(&[0x60, 0, 0, 0]);
-    f.extend_from_slice(&(p.len() as u16).to_be_bytes());
-    f.extend_from_slice(&[17, 64]);
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&p);
-    f
+    sluice_wire::udp::UdpPacket::new_unchecked(&mut p[..]).fill_checksum_v6(PEER6, US6);
+    from_peer6(pg0, US6, 17, &p)
 }
 
 /// pg0 (input side) and pg1; the underlay on `underlay` (10.0.0.1/24, peer .2).
@@ -221,6 +228,34 @@ const DECAP_PATH: [&str; 8] = [
     "pg-tx",
 ];
 
+/// The case names (`case` and the per-protocol functions match `--only` by substring
+/// against them; [`bench_tunnel`] lists them all for `check_only`).
+const VXLAN_ENCAP: &str = "vxlan encap";
+const SRV6_ENCAPS: &str = "srv6 t.encaps";
+const SRV6_DX4: &str = "srv6 end.dx4";
+/// The VXLAN decap cases' protocols and whether their underlay is IPv6 ([`vxlan_decap`]).
+const VXLAN: [(&str, bool); 2] = [("vxlan", false), ("vxlan6", true)];
+/// The L3 tunnel protocols of [`l3_tunnel`].
+const L3: [&str; 3] = ["gre", "ipip", "gtpu"];
+
+/// The name of VXLAN decap case of `proto` ("vxlan", "vxlan6") with `n` tunnels.
+fn vxlan_decap_name(proto: &str, n: u32) -> String {
+    format!("{proto} decap, {n} tunnel{}", if n > 1 { "s" } else { "" })
+}
+
+/// The names of the encap and decap cases of L3 tunnel `proto` with `n` tunnels.
+fn l3_names(proto: &str, n: u32) -> [String; 2] {
+    let suffix = if n > 1 {
+        format!(", {n} tunnels")
+    } else {
+        String::new()
+    };
+    [
+        format!("{proto} encap{suffix}"),
+        format!("{proto} decap{suffix}"),
+    ]
+}
+
 /// VXLAN decap with `n` tunnels, cross-connected to pg1; `v6`: over an IPv6 underlay
 /// (2001:db8::1 on pg0, `vxlan6-input`; the case is "vxlan6 decap").
 fn vxlan_decap(
@@ -231,11 +266,12 @@ fn vxlan_decap(
     out: &mut String,
     json: &mut Vec<String>,
 ) -> f64 {
-    let (proto, ends) = match v6 {
-        true => ("vxlan6", "src 2001:db8::1 dst 2001:db8::2"),
-        false => ("vxlan", "src 10.0.0.1 dst 10.0.0.2"),
+    let proto = VXLAN[v6 as usize].0;
+    let ends = match v6 {
+        true => "src 2001:db8::1 dst 2001:db8::2",
+        false => "src 10.0.0.1 dst 10.0.0.2",
     };
-    let name = format!("{proto} decap, {n} tunnel{}", if n > 1 { "s" } else { "" });
+    let name = vxlan_decap_name(proto, n);
     if o.only.as_deref().is_some_and(|w| !name.contains(w)) {
         return 0.0;
     }
@@ -283,30 +319,15 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000u32);
-    // The case names below (`case` and the per-protocol functions match `--only` by
-    // substring against them), so that a string matching none stops the run.
-    let mut names: Vec<String> = [
-        "vxlan encap",
-        "vxlan decap, 1 tunnel",
-        "vxlan6 decap, 1 tunnel",
-    ]
-    .map(String::from)
-    .to_vec();
-    let l3 = ["gre", "ipip", "gtpu"];
-    names.extend(
-        l3.iter()
-            .flat_map(|p| [format!("{p} encap"), format!("{p} decap")]),
-    );
-    if !o.quick {
-        names.extend(["vxlan", "vxlan6"].map(|p| format!("{p} decap, {n} tunnels")));
-        names.extend(l3.iter().flat_map(|p| {
-            [
-                format!("{p} encap, {n} tunnels"),
-                format!("{p} decap, {n} tunnels"),
-            ]
-        }));
+    // Every case name, from the functions the cases are named by, so that a string
+    // matching none stops the run.
+    let counts: &[u32] = if o.quick { &[1] } else { &[1, n] };
+    let mut names = vec![VXLAN_ENCAP.to_string()];
+    for &k in counts {
+        names.extend(VXLAN.map(|(p, _)| vxlan_decap_name(p, k)));
+        names.extend(L3.iter().flat_map(|p| l3_names(p, k)));
     }
-    names.extend(["srv6 t.encaps", "srv6 end.dx4"].map(String::from));
+    names.extend([SRV6_ENCAPS, SRV6_DX4].map(String::from));
     crate::check_only(
         o,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -343,12 +364,12 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             "interface-output",
             "pg-tx",
         ];
-        case(o, "vxlan encap", vm, &t, &frames, &path, &dir, out, json);
+        case(o, VXLAN_ENCAP, vm, &t, &frames, &path, &dir, out, json);
     }
     // VXLAN decap over IPv4, then IPv6: 1 tunnel, then (not with --quick) n.
-    for (proto, v6) in [("vxlan", false), ("vxlan6", true)] {
+    for (proto, v6) in VXLAN {
         let one = vxlan_decap(o, 1, v6, &dir, out, json);
-        let many_name = format!("{proto} decap, {n} tunnels");
+        let many_name = vxlan_decap_name(proto, n);
         if !o.quick && o.only.as_deref().is_none_or(|w| many_name.contains(w)) {
             let many = vxlan_decap(o, n, v6, &dir, out, json);
             if one > 0.0 {
@@ -361,11 +382,11 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         }
     }
     // GRE L3, IP-in-IP and GTP-U with 1 tunnel, then (not with --quick) n tunnels.
-    for proto in ["gre", "ipip", "gtpu"] {
+    for proto in L3 {
         l3_tunnel(o, proto, 1, &dir, out, json);
     }
     if !o.quick {
-        for proto in ["gre", "ipip", "gtpu"] {
+        for proto in L3 {
             l3_tunnel(o, proto, n, &dir, out, json);
         }
     }
@@ -386,15 +407,7 @@ fn l3_tunnel(
     out: &mut String,
     json: &mut Vec<String>,
 ) {
-    let suffix = if n > 1 {
-        format!(", {n} tunnels")
-    } else {
-        String::new()
-    };
-    let [enc_name, dec_name] = [
-        format!("{proto} encap{suffix}"),
-        format!("{proto} decap{suffix}"),
-    ];
+    let [enc_name, dec_name] = l3_names(proto, n);
     if o.only
         .as_deref()
         .is_some_and(|w| !enc_name.contains(w) && !dec_name.contains(w))
@@ -558,7 +571,7 @@ fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec
         "ip6-rewrite",
         "pg-tx",
     ];
-    case(o, "srv6 t.encaps", vm, &t, &frames, &path, dir, out, json);
+    case(o, SRV6_ENCAPS, vm, &t, &frames, &path, dir, out, json);
     let (mut vm, t) = base6("pg0");
     clis(
         &mut vm,
@@ -570,27 +583,14 @@ fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec
         ],
     );
     let pg0 = mac_of(&vm, "pg0");
-    let sid: [u8; 16] = "fc00:5::d4"
-        .parse::<std::net::Ipv6Addr>()
-        .map(|a| a.octets())
-        .unwrap_or_default();
-    let peer: [u8; 16] = "2001:db8::2"
-        .parse::<std::net::Ipv6Addr>()
-        .map(|a| a.octets())
-        .unwrap_or_default();
+    let sid = std::net::Ipv6Addr::new(0xfc00, 5, 0, 0, 0, 0, 0, 0xd4);
     let frames: Vec<Vec<u8>> = (0..4096u32)
         .map(|i| {
-            let ip = lan_udp(i);
-            let mut f = eth(pg0, PEER, 0x86dd);
-            f.extend_from_slice(&[0x60, 0, 0, 0]);
-            f.extend_from_slice(&((24 + ip.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&[43, 64]);
-            f.extend_from_slice(&peer);
-            f.extend_from_slice(&sid);
-            f.extend_from_slice(&[4, 2, 4, 0, 0, 0, 0, 0]);
-            f.extend_from_slice(&sid);
-            f.extend_from_slice(&ip);
-            f
+            // An SRH (segments left 0, the SID its one segment) and the inner IPv4 packet.
+            let mut p = vec![4, 2, 4, 0, 0, 0, 0, 0];
+            p.extend_from_slice(&sid.octets());
+            p.extend(lan_udp(i));
+            from_peer6(pg0, sid, 43, &p)
         })
         .collect();
     let path = [
@@ -601,7 +601,7 @@ fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec
         "ip4-rewrite",
         "pg-tx",
     ];
-    case(o, "srv6 end.dx4", vm, &t, &frames, &path, dir, out, json);
+    case(o, SRV6_DX4, vm, &t, &frames, &path, dir, out, json);
 }
 
 #[cfg(test)]

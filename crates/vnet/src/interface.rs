@@ -750,10 +750,32 @@ pub fn set_mtu(vm: &mut Vlib, sw: SwIfIndex, mtu: u32) -> VnetResult {
     Ok(())
 }
 
+/// Refuses L2 mode (a bridge, a cross-connect, an l2 patch) on an interface whose
+/// adjacency hands packets to a node ([`set_lookup_node`], e.g. a local SID): that node
+/// tells what `ip6-lookup` hands it from what `interface-output` brings by the first byte,
+/// which an Ethernet frame's destination MAC could mimic.
+pub(crate) fn check_l2(vm: &mut Vlib, i: SwIfIndex) -> VnetResult {
+    let node = with_if_attr(vm, i.0, |x| {
+        x.lookup_node4.load(Ordering::Relaxed) | x.lookup_node6.load(Ordering::Relaxed)
+    });
+    if node.unwrap_or(0) == 0 {
+        return Ok(());
+    }
+    let name = vm
+        .ext_mut::<Interfaces>()
+        .get(i)
+        .map_or_else(|| i.0.to_string(), |x| x.name.clone());
+    Err(VnetError::invalid(format!(
+        "interface {name} hands its packets to a node: no L2 mode"
+    )))
+}
+
 /// `set interface l2 xconnect <a> <b>`: what `a` receives is sent out of `b`.
 pub fn set_xconnect(vm: &mut Vlib, a: SwIfIndex, b: SwIfIndex) -> VnetResult {
     check(vm, a)?;
     check(vm, b)?;
+    check_l2(vm, a)?;
+    check_l2(vm, b)?;
     if a == b {
         return Err(VnetError::invalid(
             "cannot cross-connect an interface to itself",

@@ -134,6 +134,8 @@ pub fn set_patch(vm: &mut Vlib, rx: SwIfIndex, tx: Option<SwIfIndex>) -> VnetRes
     crate::interface::check(vm, rx)?;
     if let Some(t) = tx {
         crate::interface::check(vm, t)?;
+        crate::interface::check_l2(vm, rx)?;
+        crate::interface::check_l2(vm, t)?;
     } else if !vm.ext_mut::<L2Patches>().map.contains_key(&rx.0) {
         return Err(VnetError::NotFound(format!(
             "no l2 patch from sw_if_index {}",

@@ -446,7 +446,8 @@ impl PacketNode for LocalSid {
         // Straight from `ip6-lookup` (the SID route's Node adjacency): the IPv6 header,
         // version 6; through `interface-output` (a route via the SID interface made before
         // its adjacency was a Node one): the point-to-point placeholder Ethernet header
-        // `ip6-rewrite` wrote, zero MACs first.
+        // `ip6-rewrite` wrote, zero MACs first. No Ethernet frame gets here: the SID
+        // interface takes no L2 mode (`sluice_vnet::interface::check_l2`).
         let direct = b.data().first().is_some_and(|v| v >> 4 == 6);
         let sw = if direct {
             let sw = self.sid_of_adj(b.hdr.ip.adj_index);
@@ -459,7 +460,7 @@ impl PacketNode for LocalSid {
             sw
         } else {
             // Behind the placeholder, only IPv6 is a SID's packet: an IPv4 route via the SID
-            // interface (no Node adjacency in ip4) or an L2 path brings anything.
+            // interface (no Node adjacency in ip4) brings IPv4.
             if !b.advance(14) || b.data().is_empty() {
                 return drop(cx, b, SidCounter::Truncated);
             }

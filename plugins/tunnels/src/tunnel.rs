@@ -716,7 +716,7 @@ impl Encap {
             if e.stack_at != now {
                 e.stack = match &self.underlay {
                     Some(u) => stacked(u, e).unwrap_or(NO_ADJ),
-                    _ => NO_ADJ,
+                    None => NO_ADJ,
                 };
                 e.stack_at = now;
             }

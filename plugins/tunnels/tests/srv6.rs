@@ -985,3 +985,44 @@ fn srv6_localsid_drops_ipv4_routed_via_its_interface() {
     assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 0);
     assert_eq!(in_use(&vm), 0);
 }
+
+/// A local SID's interface takes no L2 mode: sr-localsid tells a packet `ip6-lookup`
+/// hands it from one `interface-output` brings by its first byte (version 6, or the
+/// placeholder header's zero MAC), and a bridged or cross-connected frame whose destination
+/// MAC starts 0x6_ would be read as a packet to whatever SID its stale adjacency names.
+#[test]
+fn srv6_localsid_interface_refuses_l2_mode() {
+    let (mut vm, t) = setup();
+    cli(
+        &mut vm,
+        &t,
+        "sr localsid address fc00::4 behavior end.dx4 pg1 172.16.0.2",
+    );
+    cli_errs(
+        &mut vm,
+        &t,
+        &[
+            ("set interface l2 bridge sr-localsid0 1", "sr-localsid0"),
+            ("set interface l2 xconnect pg0 sr-localsid0", "sr-localsid0"),
+            ("set interface l2 xconnect sr-localsid0 pg0", "sr-localsid0"),
+            ("test l2patch rx pg0 tx sr-localsid0", "sr-localsid0"),
+        ],
+    );
+    let find =
+        |vm: &sluice_graph::Vlib, n: &str| vm.ext::<sluice_vnet::Interfaces>().unwrap().find(n);
+    let (sid, pg0) = (
+        find(&vm, "sr-localsid0").unwrap(),
+        find(&vm, "pg0").unwrap(),
+    );
+    for i in [sid, pg0] {
+        assert_eq!(sluice_vnet::interface::xconnect_peer(&mut vm, i), None);
+    }
+    assert!(!cli(&mut vm, &t, "show bridge-domain").contains("sr-localsid0"));
+    assert!(!cli(&mut vm, &t, "show l2patch").contains("sr-localsid0"));
+    // Other interfaces still take it.
+    cli(&mut vm, &t, "set interface l2 xconnect pg0 pg1");
+    assert_eq!(
+        sluice_vnet::interface::xconnect_peer(&mut vm, pg0),
+        find(&vm, "pg1")
+    );
+}

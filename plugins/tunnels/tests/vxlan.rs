@@ -135,11 +135,9 @@ fn vxlan4_decap_exact_bytes_and_drops() {
     assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 1);
     assert_eq!(counter(&vm, "vxlan4-input", "truncated"), 1);
     assert_eq!(counter(&vm, "vxlan4-input", "bad_udp_length"), 1);
-    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 3);
-    let rx_bytes: usize = inner.iter().map(|f| f.len()).sum();
     assert_eq!(
-        if_counter(&vm, "vxlan_tunnel0", ifc::RX_BYTES),
-        rx_bytes as u64
+        rx(&vm, "vxlan_tunnel0"),
+        (3, inner_bytes(&inner, &[0, 1, 2]))
     );
     assert_eq!(in_use(&vm), 0);
 }
@@ -165,6 +163,22 @@ fn vxlan_frames(vnis: &[u32], pg0: [u8; 6]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     (inner, frames)
 }
 
+/// The inner frames `js` (indexes into `inner`), in that order.
+fn inner_frames(inner: &[Vec<u8>], js: &[usize]) -> Vec<Vec<u8>> {
+    js.iter().map(|&j| inner[j].clone()).collect()
+}
+
+/// The bytes of the inner frames `js`: what their tunnel counts as received.
+fn inner_bytes(inner: &[Vec<u8>], js: &[usize]) -> u64 {
+    js.iter().map(|&j| inner[j].len() as u64).sum()
+}
+
+/// Interface `name`'s rx counters: (packets, bytes).
+fn rx(vm: &sluice_graph::Vlib, name: &str) -> (u64, u64) {
+    let c = |k| if_counter(vm, name, k);
+    (c(ifc::RX_PACKETS), c(ifc::RX_BYTES))
+}
+
 /// One frame of runs from two tunnels with malformed packets and unknown keys between
 /// them (a run continued after a malformed packet; the frame's first and last new keys
 /// differ), then a frame that starts with the last one's tunnel: each packet goes to its
@@ -184,18 +198,13 @@ fn vxlan4_decap_runs_of_tunnels_and_misses_in_one_frame() {
     );
     let vnis = [14, 13, 0, 13, 0, 14, 99, 99, 14, 13, 99, 13, 13];
     let (inner, frames) = vxlan_frames(&vnis, pg0);
-    let to_pg1 = |js: &[usize]| js.iter().map(|&j| inner[j].clone()).collect::<Vec<_>>();
     let out = run(&mut vm, &t, "pg0", "pg1", &frames, 5);
-    assert_eq!(out, to_pg1(&[1, 3, 9, 11, 12]));
+    assert_eq!(out, inner_frames(&inner, &[1, 3, 9, 11, 12]));
     let out = run(&mut vm, &t, "pg0", "pg1", &frames[11..], 2);
-    assert_eq!(out, to_pg1(&[11, 12]));
-    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 7);
-    assert_eq!(if_counter(&vm, "vxlan_tunnel1", ifc::RX_PACKETS), 3);
-    let bytes = |js: &[usize]| js.iter().map(|&j| inner[j].len() as u64).sum::<u64>();
-    assert_eq!(
-        if_counter(&vm, "vxlan_tunnel1", ifc::RX_BYTES),
-        bytes(&[0, 5, 8])
-    );
+    assert_eq!(out, inner_frames(&inner, &[11, 12]));
+    let b = |js: &[usize]| inner_bytes(&inner, js);
+    assert_eq!(rx(&vm, "vxlan_tunnel0"), (7, b(&[1, 3, 9, 11, 12, 11, 12])));
+    assert_eq!(rx(&vm, "vxlan_tunnel1"), (3, b(&[0, 5, 8])));
     assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 10);
     assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 3);
     assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 2);
@@ -226,24 +235,12 @@ fn vxlan4_decap_known_tunnel_interleaved_with_others() {
     let vnis = [13, 13, 13, 0, 13, 14, 99, 13, 14, 14, 13, 99];
     let (inner, frames) = vxlan_frames(&vnis, pg0);
     let out = run(&mut vm, &t, "pg0", "pg1", &frames[..2], 2);
-    assert_eq!(out, vec![inner[0].clone(), inner[1].clone()]);
+    assert_eq!(out, inner_frames(&inner, &[0, 1]));
     let out = run(&mut vm, &t, "pg0", "pg1", &frames[2..], 7);
-    let want: Vec<Vec<u8>> = [2, 4, 5, 7, 8, 9, 10]
-        .iter()
-        .map(|&j| inner[j].clone())
-        .collect();
-    assert_eq!(out, want);
-    let bytes = |js: &[usize]| js.iter().map(|&j| inner[j].len() as u64).sum::<u64>();
-    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 6);
-    assert_eq!(
-        if_counter(&vm, "vxlan_tunnel0", ifc::RX_BYTES),
-        bytes(&[0, 1, 2, 4, 7, 10])
-    );
-    assert_eq!(if_counter(&vm, "vxlan_tunnel1", ifc::RX_PACKETS), 3);
-    assert_eq!(
-        if_counter(&vm, "vxlan_tunnel1", ifc::RX_BYTES),
-        bytes(&[5, 8, 9])
-    );
+    assert_eq!(out, inner_frames(&inner, &[2, 4, 5, 7, 8, 9, 10]));
+    let b = |js: &[usize]| inner_bytes(&inner, js);
+    assert_eq!(rx(&vm, "vxlan_tunnel0"), (6, b(&[0, 1, 2, 4, 7, 10])));
+    assert_eq!(rx(&vm, "vxlan_tunnel1"), (3, b(&[5, 8, 9])));
     assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 9);
     assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 2);
     assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 1);
@@ -1097,9 +1094,9 @@ fn many_tunnels_deleted_under_traffic() {
 /// The decap node parses a frame into keys, looks each key that differs from the previous
 /// packet's up once, and finishes every packet from its key's result: on a fresh node,
 /// frames of 40 tunnels (each packet's key new, or the previous packet's) mixed with
-/// malformed packets (parsed, never looked up) and unknown VNIs. A packet finished with another key's result, or a stale one (a miss on the first
-/// frame, the last frame's after), shows in the tunnels' rx counters and the drop counters
-/// below, which are exact.
+/// malformed packets (parsed, never looked up) and unknown VNIs. A packet finished with
+/// another key's result, or a stale one (a miss on the first frame, the last frame's after),
+/// shows in the tunnels' rx counters and the drop counters below, which are exact.
 #[test]
 fn decap_frames_with_malformed_and_repeated_keys() {
     let (mut vm, t, _) = setup(false);

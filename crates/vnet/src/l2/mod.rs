@@ -527,6 +527,7 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// (leaving any other and any cross-connect); a BVI must be a loopback.
 pub fn set_bridge(vm: &mut Vlib, i: SwIfIndex, bd: u32, bvi: bool, shg: u8) -> VnetResult {
     crate::interface::check(vm, i)?;
+    crate::interface::check_l2(vm, i)?;
     let bd = bd_id(bd)?;
     let bvi_mac = if bvi {
         let ifs = vm.ext_mut::<Interfaces>();
